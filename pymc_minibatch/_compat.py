@@ -1,0 +1,44 @@
+"""Every difference between PyMC 5.x and PyMC 6.x that this package depends on.
+
+PyMC 5 hands a step method its per-chain random generator through ``set_rng(rng)``;
+PyMC 6 through ``setup_chain(rng, tune, draws)``. Both are routed to one hook here.
+Results are ``arviz.InferenceData`` under PyMC 5 and ``xarray.DataTree`` under PyMC 6.
+"""
+
+import pymc
+from pymc.util import get_random_generator
+
+PYMC_MAJOR = int(pymc.__version__.split(".")[0])
+IS_PYMC6 = PYMC_MAJOR >= 6
+
+
+class ChainSetupMixin:
+    """Route PyMC's per-chain hooks of both versions to ``reset_tuning``.
+
+    A step method calls ``reset_tuning`` at the start of each chain, so that tuned
+    settings never leak from one chain into the next (PyMC 5's parallel workers never
+    call ``reset_tuning`` themselves).
+    """
+
+    def set_rng(self, rng):
+        """PyMC 5.x: called once per chain with that chain's generator."""
+        self.rng = get_random_generator(rng, copy=False)
+        self.reset_tuning()
+
+    def setup_chain(self, rng, tune, draws):
+        """PyMC 6.x: called once per chain with that chain's generator and lengths."""
+        self.rng = get_random_generator(rng, copy=False)
+        self.tune = bool(tune)
+        self.reset_tuning()
+
+
+def sample_stats(idata):
+    """The ``sample_stats`` group of a result of either version, as an ``xarray.Dataset``."""
+    group = idata["sample_stats"]
+    return group.to_dataset() if hasattr(group, "to_dataset") else group
+
+
+def posterior(idata):
+    """The ``posterior`` group of a result of either version, as an ``xarray.Dataset``."""
+    group = idata["posterior"]
+    return group.to_dataset() if hasattr(group, "to_dataset") else group

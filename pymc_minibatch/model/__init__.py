@@ -1,0 +1,1 @@
+"""The PyMC/PyTensor boundary: row sources, graph rewriting, the model adapter."""

@@ -1,0 +1,310 @@
+"""``MinibatchModel``: per-row log-likelihood, log-prior and gradients of a PyMC model.
+
+Every sampler in this package sees a PyMC model only through this class: plain NumPy in,
+plain NumPy out, with ``theta`` the flat vector of PyMC's transformed value variables in
+``DictToArrayBijection`` order (the order of ``vars``).
+"""
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
+from pymc.util import get_value_vars_from_user_vars
+from pymc.vartypes import continuous_types
+from pytensor.graph.replace import clone_replace
+
+from pymc_minibatch.exceptions import NonFactorizableError
+from pymc_minibatch.model.graph import build_row_graph
+from pymc_minibatch.model.rows import RowSource
+
+#: Rows per call when a method runs over all the data (bounds memory for memmap data).
+FULL_DATA_CHUNK_ROWS = 2**17
+
+
+class MinibatchModel:
+    """A PyMC model seen as ``log p(theta) + sum_i log p(y_i | theta)`` over its rows.
+
+    A *row* is everything the observed variables hold at one index of the row axis (the
+    most common leading length N of the observed data); several observed variables on the
+    same rows are summed per row. Rows are gathered in NumPy and passed to compiled
+    functions as inputs, so calls at a fixed batch size cost the same for any N, data is
+    never baked into a compiled graph, and ``np.memmap`` arrays are read only where used.
+
+    Parameters
+    ----------
+    model : pymc.Model, optional
+        The model; taken from the context if omitted.
+    vars : list of variables, optional
+        Free variables (or their value variables) that ``theta`` covers. Defaults to all
+        continuous free variables. The others enter as shared values which a step method
+        refreshes from the current point before each step (as PyMC's ``ArrayStepShared``
+        does), so samplers built on this class work inside a ``CompoundStep``.
+    check : bool, default True
+        Confirm at construction that per-row values do not depend on which other rows are
+        in the batch (catches lags and reductions over rows that structure alone misses).
+    mode : str or pytensor.compile.Mode, optional
+        PyTensor compilation mode (default: PyTensor's default linker).
+
+    Raises
+    ------
+    NonFactorizableError
+        If the likelihood does not split into per-row terms: no observed data, a
+        multivariate distribution over the rows, a Potential or a reduction over rows,
+        or per-row latent variables. The message names the variable.
+    ValueError
+        If ``vars`` contains discrete variables or no continuous variable is left.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> X = np.random.default_rng(0).normal(size=(1000, 3))
+    >>> y = (X.sum(1) > 0).astype("int64")
+    >>> with pm.Model() as model:
+    ...     beta = pm.Normal("beta", 0, 1, shape=3)
+    ...     pm.Bernoulli("y", logit_p=X @ beta, observed=y)
+    >>> mm = pmm.MinibatchModel(model)
+    >>> theta = mm.initial_theta()
+    >>> mm.loglik(theta, np.array([0, 5, 5])).shape
+    (3,)
+    """
+
+    def __init__(self, model=None, vars=None, *, check=True, mode=None, _shared=None):
+        model = pm.modelcontext(model)
+        self.model = model
+        self.mode = mode
+        self.value_vars = _select_value_vars(model, vars)
+        self.var_names = [v.name for v in self.value_vars]
+        self._initial_point = model.initial_point()
+        self._point_map_info = DictToArrayBijection.map(
+            {n: self._initial_point[n] for n in self.var_names}
+        ).point_map_info
+        self.ndim = int(sum(np.size(self._initial_point[n]) for n in self.var_names))
+
+        graph = build_row_graph(model)
+        self.n_data = graph.n_data
+        self.row_term_names = graph.row_term_names
+        self.uses_pm_minibatch = graph.uses_pm_minibatch
+        self._rows = RowSource(graph.roots, graph.n_data)
+        self._row_inputs = graph.row_inputs
+
+        self.shared = (
+            _shared
+            if _shared is not None
+            else make_shared_replacements(self._initial_point, self.value_vars, model)
+        )
+        *terms, logprior = graph.row_terms + [graph.logprior]
+        joined, theta = join_nonshared_inputs(
+            self._initial_point, [*terms, logprior], self.value_vars, self.shared
+        )
+        *self._terms, self._logprior = joined
+        self._theta = theta
+        self._loglik = self._terms[0] if len(self._terms) == 1 else pt.add(*self._terms)
+        self._functions = {}
+        if check:
+            self.check()
+
+    # ---- points and theta ---------------------------------------------------------------
+    def theta_from_point(self, point):
+        """Flat ``theta`` (float64) of a point dict keyed by value-variable names."""
+        return DictToArrayBijection.map({n: point[n] for n in self.var_names}).data.astype(
+            np.float64
+        )
+
+    def point_from_theta(self, theta):
+        """Point dict of every value variable, with the sampled ones taken from ``theta``."""
+        theta = self._as_theta(theta)
+        return DictToArrayBijection.rmap(
+            RaveledVars(theta, self._point_map_info), start_point=self._initial_point
+        )
+
+    def initial_theta(self):
+        """``theta`` at the model's initial point."""
+        return self.theta_from_point(self._initial_point)
+
+    # ---- minibatch quantities -----------------------------------------------------------
+    def loglik(self, theta, idx):
+        """Log-likelihood of rows ``idx`` (repeats allowed) at ``theta``, shape ``(len(idx),)``."""
+        return self._call("loglik", self._as_theta(theta), *self._rows.gather(idx))
+
+    def loglik_pair(self, theta, theta2, idx):
+        """``(loglik(theta, idx), loglik(theta2, idx))`` from one call on the same rows."""
+        rows = self._rows.gather(idx)
+        return tuple(self._call("loglik_pair", self._as_theta(theta), self._as_theta(theta2), *rows))
+
+    def grad_loglik(self, theta, idx, per_row=False):
+        """Gradient of the log-likelihood of rows ``idx`` with respect to ``theta``.
+
+        Returns the gradient of the sum over rows, shape ``(ndim,)``, or with
+        ``per_row=True`` one gradient per row, shape ``(len(idx), ndim)``.
+        """
+        name = "grad_loglik_rows" if per_row else "grad_loglik"
+        return self._call(name, self._as_theta(theta), *self._rows.gather(idx))[1]
+
+    def grad_estimate(self, theta, idx):
+        """Unbiased minibatch estimate of the log posterior and its gradient.
+
+        ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx))`` and its gradient:
+        unbiased for the full log posterior when ``idx`` is drawn uniformly (with or
+        without replacement).
+        """
+        idx = np.asarray(idx)
+        if idx.size == 0:
+            raise ValueError("grad_estimate needs at least one row index")
+        scale = np.asarray(self.n_data / idx.size, dtype=np.float64)
+        value, grad = self._call(
+            "grad_estimate", self._as_theta(theta), scale, *self._rows.gather(idx)
+        )
+        return float(value), grad
+
+    # ---- row-free and full-data quantities ----------------------------------------------
+    def logprior(self, theta):
+        """Priors with transform Jacobians, plus every term that touches no rows."""
+        return float(self._call("logprior", self._as_theta(theta)))
+
+    def logprior_and_grad(self, theta):
+        """``(logprior(theta), gradient)``."""
+        value, grad = self._call("logprior_and_grad", self._as_theta(theta))
+        return float(value), grad
+
+    def logp(self, theta):
+        """Full log posterior (unnormalised) over all N rows; equals ``model.compile_logp()``."""
+        theta = self._as_theta(theta)
+        total = self.logprior(theta)
+        for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS):
+            total += float(np.sum(self._call("loglik", theta, *rows)))
+        return total
+
+    def logp_and_grad(self, theta):
+        """Full log posterior over all N rows and its gradient."""
+        theta = self._as_theta(theta)
+        total, grad = self.logprior_and_grad(theta)
+        grad = grad.copy()
+        for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS):
+            values, chunk_grad = self._call("grad_loglik", theta, *rows)
+            total += float(np.sum(values))
+            grad += chunk_grad
+        return total, grad
+
+    # ---- construction-time parity check -------------------------------------------------
+    def check(self, n_reference_rows=24, random_seed=20261129):
+        """Confirm that each row's log-likelihood ignores the other rows in its batch.
+
+        At the initial point and a jittered one, evaluates a reference batch of rows and
+        then sub-batches of it (a single row, and a shuffled batch with repeats); every
+        per-row value must equal the reference value of the same row.
+
+        Raises
+        ------
+        NonFactorizableError
+            Naming the observed variable whose per-row values differ or fail to evaluate.
+        """
+        rng = np.random.default_rng(random_seed)
+        n_ref = min(self.n_data, n_reference_rows)
+        ref_idx = rng.choice(self.n_data, size=n_ref, replace=False)
+        theta0 = self.initial_theta()
+        for theta in (theta0, theta0 + rng.normal(scale=0.1, size=theta0.shape)):
+            reference = self._check_terms(theta, ref_idx)
+            for positions in (np.array([0]), rng.choice(n_ref, size=min(7, 2 * n_ref))):
+                values = self._check_terms(theta, ref_idx[positions])
+                for name, ref, val in zip(self.row_term_names, reference, values, strict=True):
+                    if not np.allclose(val, ref[positions], rtol=1e-8, atol=1e-10, equal_nan=True):
+                        raise NonFactorizableError(
+                            f"the log-likelihood of observed variable '{name}' at a row changes "
+                            "with the other rows in the batch (lags, reductions over rows, or "
+                            "other cross-row use of data): it does not factorise over rows"
+                        )
+
+    def _check_terms(self, theta, idx):
+        try:
+            terms = self._call("row_terms", theta, *self._rows.gather(idx))
+        except Exception as err:  # a graph that slices or reshapes rows fails on small batches
+            raise NonFactorizableError(
+                f"the per-row log-likelihood of {', '.join(self.row_term_names)} failed on a "
+                f"batch of {len(idx)} rows ({type(err).__name__}: {str(err)[:200]}); the "
+                "likelihood uses the row axis in a way that does not factorise"
+            ) from err
+        for name, term in zip(self.row_term_names, terms, strict=True):
+            if np.shape(term) != (len(idx),):
+                raise NonFactorizableError(
+                    f"observed variable '{name}' gave {np.shape(term)} values for {len(idx)} rows"
+                )
+        return terms
+
+    # ---- compiled functions (built on first use) -----------------------------------------
+    def _as_theta(self, theta):
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (self.ndim,):
+            raise ValueError(f"theta must have shape ({self.ndim},), got {theta.shape}")
+        return theta
+
+    def _call(self, name, *args):
+        function = self._functions.get(name)
+        if function is None:
+            function = self._functions[name] = self._compile(name)
+        return function(*args)
+
+    def _compile(self, name):
+        theta, rows, ll = self._theta, self._row_inputs, self._loglik
+        if name == "loglik":
+            inputs, outputs = [theta, *rows], ll
+        elif name == "loglik_pair":
+            theta2 = theta.type("theta2")
+            (ll2,) = clone_replace([ll], replace={theta: theta2})
+            inputs, outputs = [theta, theta2, *rows], [ll, ll2]
+        elif name == "grad_loglik":
+            inputs, outputs = [theta, *rows], [ll, pytensor.grad(ll.sum(), theta)]
+        elif name == "grad_loglik_rows":
+            jac = pytensor.gradient.jacobian(ll, theta, vectorize=True)
+            inputs, outputs = [theta, *rows], [ll, jac]
+        elif name == "grad_estimate":
+            scale = pt.scalar("scale", dtype="float64")
+            value = self._logprior + scale * ll.sum()
+            inputs, outputs = [theta, scale, *rows], [value, pytensor.grad(value, theta)]
+        elif name == "logprior":
+            inputs, outputs = [theta], self._logprior
+        elif name == "logprior_and_grad":
+            inputs = [theta]
+            outputs = [self._logprior, pytensor.grad(self._logprior, theta)]
+        elif name == "row_terms":  # only for check(): compile fast, speed is irrelevant
+            function = pytensor.function(
+                [theta, *rows], self._terms, mode="FAST_COMPILE", on_unused_input="ignore"
+            )
+            function.trust_input = True
+            return function
+        else:
+            raise KeyError(name)
+        function = pytensor.function(inputs, outputs, mode=self.mode, on_unused_input="ignore")
+        function.trust_input = True
+        return function
+
+    # ---- pickling: compiled functions are rebuilt, shared variables kept -----------------
+    def __getstate__(self):
+        return {
+            "model": self.model,
+            "var_names": self.var_names,
+            "mode": self.mode,
+            "shared": self.shared,
+        }
+
+    def __setstate__(self, state):
+        model = state["model"]
+        value_vars = [model[name] for name in state["var_names"]]
+        self.__init__(model, value_vars, check=False, mode=state["mode"], _shared=state["shared"])
+
+
+def _select_value_vars(model, vars):
+    if vars is None:
+        value_vars = [v for v in model.value_vars if v.dtype in continuous_types]
+        if not value_vars:
+            raise ValueError("the model has no continuous free variables to sample")
+        return value_vars
+    value_vars = get_value_vars_from_user_vars(vars, model)
+    discrete = [v.name for v in value_vars if v.dtype not in continuous_types]
+    if discrete:
+        raise ValueError(
+            f"discrete variables {discrete} cannot be moved by a minibatch sampler; leave "
+            "them out of `vars` and let PyMC assign them another step (e.g. pm.Metropolis)"
+        )
+    return value_vars

@@ -1,0 +1,136 @@
+"""Base classes shared by every step method of this package.
+
+They handle, identically under PyMC 5 and 6: the model adapter and the shared values of
+variables sampled by other steps (``ArrayStepShared``), the per-chain RNG hand-over
+(:mod:`pymc_minibatch._compat`), the ``tune`` statistic, PyMC's sampling state, and for
+Metropolis-type steps the step-size adaptation during tuning.
+"""
+
+import numpy as np
+import pymc as pm
+from pymc.step_methods.arraystep import ArrayStepShared
+from pymc.step_methods.compound import Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+
+from pymc_minibatch._compat import ChainSetupMixin
+from pymc_minibatch.kernels.adaptation import (
+    DualAveragingState,
+    dual_averaging_final,
+    dual_averaging_init,
+    dual_averaging_update,
+)
+from pymc_minibatch.model.adapter import MinibatchModel
+
+
+@dataclass_state
+class MinibatchStepState(StepMethodState):
+    tune: bool
+
+
+class MinibatchStep(ChainSetupMixin, ArrayStepShared):
+    """A PyMC step method driven by a :class:`~pymc_minibatch.MinibatchModel`.
+
+    Subclasses implement ``astep`` and extend ``stats_dtypes_shapes`` and
+    ``_state_class``. Every field of the state class is per-chain: PyMC saves it before
+    the first chain and restores it before each later chain, so nothing tuned in one chain
+    reaches the next. Never selected automatically by ``pm.sample``: pass it as ``step=``.
+    """
+
+    default_blocked = True
+    default_tune_steps = 1000
+    stats_dtypes_shapes = {"tune": (bool, [])}
+    _state_class = MinibatchStepState
+
+    def __init__(self, vars=None, *, model=None, blocked=True, rng=None):
+        model = pm.modelcontext(model)
+        self.minibatch_model = MinibatchModel(model, vars)
+        self.tune = True
+        super().__init__(
+            self.minibatch_model.value_vars, self.minibatch_model.shared, blocked=blocked, rng=rng
+        )
+
+    def reset_tuning(self):
+        """Restore the untuned settings; called at the start of every chain."""
+
+    @staticmethod
+    def competence(var, has_grad):
+        return Competence.INCOMPATIBLE
+
+
+@dataclass_state
+class MetropolisStepState(MinibatchStepState):
+    step_size: float
+    adaptation: DualAveragingState
+
+
+class MetropolisStep(MinibatchStep):
+    """A minibatch step with a Gaussian random-walk proposal and a tuned step size.
+
+    The proposal is ``theta + step_size * L z`` with ``L`` the Cholesky factor of
+    ``proposal_cov`` (identity by default). While tuning, the step size follows dual
+    averaging toward ``target_accept`` (Hoffman & Gelman 2014, Algorithm 5); when tuning
+    stops it is frozen at the averaged value.
+    """
+
+    stats_dtypes_shapes = {
+        **MinibatchStep.stats_dtypes_shapes,
+        "accept": (np.float64, []),
+        "accepted": (bool, []),
+        "step_size": (np.float64, []),
+        "nonfinite": (bool, []),
+    }
+    _state_class = MetropolisStepState
+
+    def __init__(
+        self,
+        vars=None,
+        *,
+        step_size=None,
+        proposal_cov=None,
+        target_accept=0.25,
+        model=None,
+        blocked=True,
+        rng=None,
+    ):
+        super().__init__(vars, model=model, blocked=blocked, rng=rng)
+        ndim, n_data = self.minibatch_model.ndim, self.minibatch_model.n_data
+        if not 0.0 < target_accept < 1.0:
+            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+        self.target_accept = float(target_accept)
+        # Posterior sds of tall-data models shrink like 1/sqrt(N); adaptation refines it.
+        self.initial_step_size = (
+            2.38 / np.sqrt(ndim * n_data) if step_size is None else float(step_size)
+        )
+        self.proposal_chol = _proposal_cholesky(proposal_cov, ndim)
+        self.reset_tuning()
+
+    def reset_tuning(self):
+        self.step_size = self.initial_step_size
+        self.adaptation = dual_averaging_init(self.initial_step_size)
+
+    def stop_tuning(self):
+        if self.tune and self.adaptation.count > 0:
+            self.step_size = dual_averaging_final(self.adaptation)
+        super().stop_tuning()
+
+    def adapt_step_size(self, accept_prob):
+        """Move the step size toward ``target_accept`` (only while tuning)."""
+        if self.tune:
+            self.adaptation = dual_averaging_update(self.adaptation, accept_prob, self.target_accept)
+            self.step_size = float(np.exp(self.adaptation.log_step_size))
+
+
+def _proposal_cholesky(proposal_cov, ndim):
+    if proposal_cov is None:
+        return None
+    cov = np.asarray(proposal_cov, dtype=np.float64)
+    if cov.ndim == 1:
+        cov = np.diag(cov)
+    if cov.shape != (ndim, ndim):
+        raise ValueError(
+            f"proposal_cov must have shape ({ndim},) or ({ndim}, {ndim}), got {cov.shape}"
+        )
+    try:
+        return np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError as err:
+        raise ValueError("proposal_cov must be symmetric positive definite") from err
