@@ -3,9 +3,25 @@
 Conventionally imported as ``import pymc_minibatch as pmm``.
 """
 
-from pymc_minibatch.exceptions import NonFactorizableError
+from pymc_minibatch import bounds
+from pymc_minibatch.exceptions import (
+    BoundsUnavailableError,
+    BoundViolationError,
+    NonFactorizableError,
+)
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.step_methods.full_mh import FullMH
+from pymc_minibatch.step_methods.tfmh import TFMH
+from pymc_minibatch.step_methods.tuna import TunaMH
 
-__all__ = ["FullMH", "MinibatchModel", "NonFactorizableError"]
+__all__ = [
+    "BoundViolationError",
+    "BoundsUnavailableError",
+    "FullMH",
+    "MinibatchModel",
+    "NonFactorizableError",
+    "TFMH",
+    "TunaMH",
+    "bounds",
+]
 __version__ = "0.1.0.dev0"

@@ -1,4 +1,4 @@
-"""Monte Carlo standard errors from draws of shape (chain, draw), the same in both ArviZ versions."""
+"""Monte Carlo standard errors of (chain, draw) arrays, the same in both ArviZ versions."""
 
 import arviz as az
 import numpy as np

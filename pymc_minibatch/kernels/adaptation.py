@@ -43,7 +43,9 @@ def dual_averaging_update(
     log_step = state.mu - np.sqrt(count) / gamma * error_avg
     avg_weight = count ** (-kappa)
     log_step_avg = avg_weight * log_step + (1.0 - avg_weight) * state.log_step_size_avg
-    return DualAveragingState(float(log_step), float(log_step_avg), float(error_avg), count, state.mu)
+    return DualAveragingState(
+        float(log_step), float(log_step_avg), float(error_avg), count, state.mu
+    )
 
 
 def dual_averaging_final(state: DualAveragingState) -> float:

@@ -88,6 +88,7 @@ class MinibatchModel:
         self.uses_pm_minibatch = graph.uses_pm_minibatch
         self._rows = RowSource(graph.roots, graph.n_data)
         self._row_inputs = graph.row_inputs
+        self._row_graph = graph
 
         self.shared = (
             _shared
@@ -119,6 +120,21 @@ class MinibatchModel:
             RaveledVars(theta, self._point_map_info), start_point=self._initial_point
         )
 
+    def theta_indices(self, names):
+        """Positions in ``theta`` of the named variables (value-variable or RV names)."""
+        rv_to_value = {rv.name: self.model.rvs_to_values[rv].name for rv in self.model.free_RVs}
+        offsets, start = {}, 0
+        for name, _, size, _ in self._point_map_info:
+            offsets[name] = np.arange(start, start + size)
+            start += size
+        indices = []
+        for name in names:
+            value_name = rv_to_value.get(name, name)
+            if value_name not in offsets:
+                raise ValueError(f"'{name}' is not among the sampled variables {self.var_names}")
+            indices.append(offsets[value_name])
+        return np.concatenate(indices)
+
     def initial_theta(self):
         """``theta`` at the model's initial point."""
         return self.theta_from_point(self._initial_point)
@@ -131,7 +147,9 @@ class MinibatchModel:
     def loglik_pair(self, theta, theta2, idx):
         """``(loglik(theta, idx), loglik(theta2, idx))`` from one call on the same rows."""
         rows = self._rows.gather(idx)
-        return tuple(self._call("loglik_pair", self._as_theta(theta), self._as_theta(theta2), *rows))
+        return tuple(
+            self._call("loglik_pair", self._as_theta(theta), self._as_theta(theta2), *rows)
+        )
 
     def grad_loglik(self, theta, idx, per_row=False):
         """Gradient of the log-likelihood of rows ``idx`` with respect to ``theta``.
@@ -278,6 +296,36 @@ class MinibatchModel:
         function = pytensor.function(inputs, outputs, mode=self.mode, on_unused_input="ignore")
         function.trust_input = True
         return function
+
+    def compile_rows_function(self, outputs):
+        """Compile per-row expressions of the model's free variables and rows.
+
+        ``outputs`` are scalars or vectors over the batch, built from the observed
+        variables of the row graph (whose parameters refer to free random variables and to
+        the symbolic row inputs). Returns ``evaluate(theta, idx=None)``, giving one array of
+        shape ``(len(idx),)`` per output; ``idx=None`` means all N rows.
+        """
+        n_rows = self._row_inputs[0].shape[0]
+        per_row = [pt.broadcast_to(out, (n_rows,)) for out in outputs]
+        values = self.model.replace_rvs_by_values(per_row)
+        joined, theta = join_nonshared_inputs(
+            self._initial_point, values, self.value_vars, self.shared
+        )
+        function = pytensor.function(
+            [theta, *self._row_inputs], joined, mode=self.mode, on_unused_input="ignore"
+        )
+        function.trust_input = True
+
+        def evaluate(theta_value, idx=None):
+            theta_value = self._as_theta(theta_value)
+            if idx is not None:
+                return function(theta_value, *self._rows.gather(idx))
+            chunks = [
+                function(theta_value, *rows) for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS)
+            ]
+            return [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
+
+        return evaluate
 
     # ---- pickling: compiled functions are rebuilt, shared variables kept -----------------
     def __getstate__(self):

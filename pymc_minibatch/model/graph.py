@@ -17,8 +17,8 @@ from pymc.distributions.shape_utils import change_dist_size
 from pymc.logprob.basic import transformed_conditional_logp
 from pymc.variational.minibatch_rv import MinibatchRandomVariable
 from pytensor.graph.traversal import ancestors, graph_inputs, io_toposort
-from pytensor.tensor.elemwise import CAReduce
 from pytensor.scalar.basic import AND, OR
+from pytensor.tensor.elemwise import CAReduce
 
 from pymc_minibatch.exceptions import NonFactorizableError
 from pymc_minibatch.model.rows import is_data_root, leading_length
@@ -34,6 +34,8 @@ class RowGraph(NamedTuple):
     row_terms: list
     """Per observed variable on the rows: its log-likelihood per row, shape (B,)."""
     row_term_names: list
+    row_rvs: list
+    """The observed variables rebuilt on B rows (for inspecting their distributions)."""
     logprior: object
     """Scalar: priors with Jacobians, observed terms off the row axis, Potentials."""
     n_data: int
@@ -50,7 +52,9 @@ def rebuild_replace(outputs, replace):
     memo = dict(replace)
     for node in io_toposort(list(replace), outputs):
         if any(i in memo for i in node.inputs):
-            new_node = node.clone_with_new_inputs([memo.get(i, i) for i in node.inputs], strict=False)
+            new_node = node.clone_with_new_inputs(
+                [memo.get(i, i) for i in node.inputs], strict=False
+            )
             memo.update(zip(node.outputs, new_node.outputs, strict=True))
     return [memo.get(o, o) for o in outputs]
 
@@ -121,8 +125,10 @@ def build_row_graph(model) -> RowGraph:
     _refuse_row_latents(model, free_rvs, on_rows, unwrapped, n_data)
     _refuse_row_potentials(model, n_data)
 
-    row_inputs = [r.type.clone(shape=(None, *r.type.shape[1:]))(name=f"{r.name or 'data'}_rows")
-                  for r in roots]
+    row_inputs = [
+        r.type.clone(shape=(None, *r.type.shape[1:]))(name=f"{r.name or 'data'}_rows")
+        for r in roots
+    ]
     to_rows = dict(zip(roots, row_inputs, strict=True))
     for out, full in minibatch_to_full.items():
         to_rows[out] = to_rows.get(full, full)
@@ -170,6 +176,7 @@ def build_row_graph(model) -> RowGraph:
         row_inputs=row_inputs,
         row_terms=row_terms,
         row_term_names=[rv.name for rv in on_rows],
+        row_rvs=batched_rvs,
         logprior=pt.as_tensor(logprior, dtype="float64"),
         n_data=n_data,
         uses_pm_minibatch=bool(minibatch_to_full)

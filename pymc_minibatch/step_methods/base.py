@@ -116,7 +116,9 @@ class MetropolisStep(MinibatchStep):
     def adapt_step_size(self, accept_prob):
         """Move the step size toward ``target_accept`` (only while tuning)."""
         if self.tune:
-            self.adaptation = dual_averaging_update(self.adaptation, accept_prob, self.target_accept)
+            self.adaptation = dual_averaging_update(
+                self.adaptation, accept_prob, self.target_accept
+            )
             self.step_size = float(np.exp(self.adaptation.log_step_size))
 
 

@@ -1,0 +1,73 @@
+"""TunaMH bounds (Assumption 1 of Zhang, Cooper & De Sa 2020, "Asymptotically optimal exact
+minibatch Metropolis-Hastings", NeurIPS): per-row constants ``c_i`` and a metric ``M`` with
+
+    |U_i(theta) - U_i(theta')| <= c_i * M(theta, theta')   for every row i and all theta, theta',
+
+where ``U_i = -log p(y_i | theta)``. ``M`` is the Euclidean distance between ``theta`` and
+``theta'``, optionally over a subset of the coordinates (the ones the likelihood depends on).
+:func:`derive_bounds` obtains them from a PyMC model for Lipschitz GLM likelihoods.
+"""
+
+import numpy as np
+
+from pymc_minibatch.kernels.alias import AliasTable
+
+
+class Bounds:
+    """Per-row Lipschitz constants ``c`` and the metric for TunaMH.
+
+    Parameters
+    ----------
+    c : array_like, shape (N,)
+        Non-negative finite constants, one per row of the data, in row order.
+    metric_vars : list of str, optional
+        Names of the (value) variables the metric runs over; default all sampled variables.
+        The bound must hold with the distance measured over these coordinates only.
+
+    Examples
+    --------
+    For a logistic regression ``logit p_i = x_i' beta`` the log-likelihood is 1-Lipschitz in
+    the linear predictor, so ``c_i = ||x_i||``:
+
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> bounds = Bounds(np.linalg.norm(X, axis=1), metric_vars=["beta"])
+    """
+
+    def __init__(self, c, metric_vars=None, *, _metric_indices=None):
+        c = np.asarray(c, dtype=np.float64)
+        if c.ndim != 1 or c.size == 0:
+            raise ValueError(f"bounds c must be a 1-D array with one value per row, got {c.shape}")
+        if not np.all(np.isfinite(c)) or np.any(c < 0) or c.sum() <= 0:
+            raise ValueError("bounds c must be finite, non-negative and not all zero")
+        self.c = c
+        self.total = float(c.sum())
+        self.metric_vars = None if metric_vars is None else list(metric_vars)
+        self._metric_indices = _metric_indices
+        self._alias = None
+
+    @property
+    def alias_table(self):
+        """Alias table drawing row ``i`` with probability ``c_i / C`` (built once, on demand)."""
+        if self._alias is None:
+            self._alias = AliasTable(self.c)
+        return self._alias
+
+    def metric_indices(self, minibatch_model):
+        """Indices of ``theta`` the metric runs over (``None``: all of them)."""
+        if self._metric_indices is not None:
+            return self._metric_indices
+        if self.metric_vars is None:
+            return None
+        return minibatch_model.theta_indices(self.metric_vars)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_alias": None}  # rebuilt on demand, never shipped
+
+
+def distance(theta, theta2, indices=None):
+    """Euclidean distance between two points, over ``indices`` if given."""
+    diff = theta2 - theta
+    if indices is not None:
+        diff = diff[indices]
+    return float(np.sqrt(diff @ diff))

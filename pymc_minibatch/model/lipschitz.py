@@ -1,0 +1,119 @@
+"""Derive TunaMH bounds from a PyMC model whose likelihood is Lipschitz in a linear predictor.
+
+If ``U_i(theta) = f(eta_i)`` with ``|f'| <= L_i`` and ``eta_i = a_i + x_i' theta`` linear in
+the sampled (transformed) parameters, then ``|U_i(theta) - U_i(theta')| <=
+L_i ||x_i|| ||theta - theta'||`` over the coordinates with a non-zero column of X (Zhang,
+Cooper & De Sa 2020, Section 5; ../shared/ALGORITHMS.md section 1). Supported families:
+
+========================  =================  ==========================
+distribution              linear predictor   L_i
+========================  =================  ==========================
+Bernoulli(logit_p=eta)    eta                1
+StudentT(nu, mu=eta, s)   eta                (nu + 1) / (2 sqrt(nu) s)
+Laplace(mu=eta, b)        eta                1 / b
+Cauchy(alpha=eta, beta)   eta                1 / beta
+========================  =================  ==========================
+
+with every parameter other than ``eta`` fixed (free of sampled variables). ``x_i`` is read
+numerically from the compiled graph (``eta`` at ``theta`` plus unit steps), and linearity
+is verified at random points; several observed variables on the same rows add up.
+"""
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.graph.traversal import ancestors
+from pytensor.scalar.math import Sigmoid
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.random.basic import BernoulliRV, CauchyRV, LaplaceRV, StudentTRV
+
+from pymc_minibatch.bounds import Bounds
+from pymc_minibatch.exceptions import BoundsUnavailableError
+
+SUPPORTED = "Bernoulli(logit_p=...), StudentT, Laplace, Cauchy location regressions"
+
+
+def derive_bounds(minibatch_model, random_seed=0):
+    """Bounds for a model whose likelihood is Lipschitz in a linear predictor.
+
+    Raises
+    ------
+    BoundsUnavailableError
+        Naming the observed variable and what is needed (a supported family, fixed
+        non-location parameters, a predictor linear in the sampled parameters).
+    """
+    mm = minibatch_model
+    graph = mm._row_graph
+    free_rvs = set(mm.model.free_RVs)
+    etas, lipschitz = [], []
+    for name, rv in zip(graph.row_term_names, graph.row_rvs, strict=True):
+        eta, constant = _family_predictor(name, rv)
+        if free_rvs & set(ancestors([constant])):
+            raise BoundsUnavailableError(
+                f"observed variable '{name}': its scale/shape parameters depend on sampled "
+                "variables, so no fixed Lipschitz constant exists; fix them or pass "
+                "pmm.bounds.Bounds(c) yourself"
+            )
+        etas.append(eta)
+        lipschitz.append(constant)
+    evaluate = mm.compile_rows_function(etas + lipschitz)
+    n_terms = len(etas)
+
+    theta0 = mm.initial_theta()
+    base = evaluate(theta0)
+    c = np.zeros(mm.n_data)
+    used = np.zeros(mm.ndim, dtype=bool)
+    for term in range(n_terms):
+        design = np.empty((mm.n_data, mm.ndim))
+        for j in range(mm.ndim):
+            design[:, j] = evaluate(theta0 + np.eye(mm.ndim)[j])[term] - base[term]
+        _check_linear(
+            evaluate, term, theta0, base[term], design, graph.row_term_names[term], random_seed
+        )
+        c += np.abs(base[n_terms + term]) * np.linalg.norm(design, axis=1)
+        used |= np.any(design != 0.0, axis=0)
+    return Bounds(c, _metric_indices=np.flatnonzero(used))
+
+
+def _family_predictor(name, rv):
+    op = rv.owner.op
+    params = op.dist_params(rv.owner)
+    if isinstance(op, BernoulliRV):
+        (p,) = params
+        if p.owner is None or not (
+            isinstance(p.owner.op, Elemwise) and isinstance(p.owner.op.scalar_op, Sigmoid)
+        ):
+            raise BoundsUnavailableError(
+                f"observed variable '{name}' is Bernoulli but not parametrised by logit_p "
+                "(or p = invlogit(eta)); auto bounds need the logit link"
+            )
+        return p.owner.inputs[0], pt.constant(1.0)
+    if isinstance(op, StudentTRV):
+        nu, mu, sigma = params
+        return mu, (nu + 1.0) / (2.0 * pt.sqrt(nu) * sigma)
+    if isinstance(op, LaplaceRV):
+        mu, b = params
+        return mu, 1.0 / b
+    if isinstance(op, CauchyRV):
+        alpha, beta = params
+        return alpha, 1.0 / beta
+    raise BoundsUnavailableError(
+        f"cannot derive TunaMH bounds for observed variable '{name}' "
+        f"({type(op).__name__}): supported are {SUPPORTED}. Pass "
+        "bounds=pmm.bounds.Bounds(c, metric_vars=...) with |U_i(theta) - U_i(theta')| <= "
+        "c_i ||theta - theta'|| for every row i"
+    )
+
+
+def _check_linear(evaluate, term, theta0, eta0, design, name, random_seed):
+    rng = np.random.default_rng(random_seed)
+    rows = rng.choice(design.shape[0], size=min(design.shape[0], 64), replace=False)
+    for _ in range(2):
+        theta = theta0 + rng.normal(size=theta0.shape)
+        predicted = eta0[rows] + design[rows] @ (theta - theta0)
+        actual = evaluate(theta, rows)[term]
+        if not np.allclose(actual, predicted, rtol=1e-6, atol=1e-6):
+            raise BoundsUnavailableError(
+                f"the linear predictor of observed variable '{name}' is not linear in the "
+                "sampled (transformed) parameters, so auto bounds do not apply; pass "
+                "pmm.bounds.Bounds(c) yourself"
+            )

@@ -1,0 +1,117 @@
+"""Shared wiring of the exact minibatch MH steps that rely on per-row bounds (TunaMH, TFMH)."""
+
+import numpy as np
+from pymc.blocking import RaveledVars
+
+from pymc_minibatch.bounds import Bounds, distance
+from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
+from pymc_minibatch.kernels.random_walk import propose
+from pymc_minibatch.kernels.tuna import RowBounds
+from pymc_minibatch.model.lipschitz import derive_bounds
+from pymc_minibatch.step_methods.base import MetropolisStep
+
+#: Relative slack when checking |Delta_i| <= c_i m (rounding in the log-densities).
+BOUND_TOLERANCE = 1e-7
+
+
+class BoundedMinibatchStep(MetropolisStep):
+    """Random-walk proposal, bounds ``c_i`` with metric ``M``, and an exact prior term.
+
+    Subclasses implement ``decide(theta, proposal, logprior_diff, m, logprior_pair)``,
+    returning a kernel ``Info`` with at least ``accept``, ``accepted``, ``nonfinite`` and
+    ``bound_ratio``, and ``info_stats(info)`` for their extra statistics.
+    """
+
+    stats_dtypes_shapes = {
+        **MetropolisStep.stats_dtypes_shapes,
+        "batch_size": (np.int64, []),
+        "expected_batch_size": (np.float64, []),
+        "bound_ratio": (np.float64, []),
+    }
+
+    def __init__(self, vars=None, *, bounds="auto", model=None, **kwargs):
+        super().__init__(vars, model=model, **kwargs)
+        self.bounds = resolve_bounds(bounds, self.minibatch_model)
+        self.metric_indices = self.bounds.metric_indices(self.minibatch_model)
+
+    def row_bounds(self):
+        return RowBounds(self.bounds.c, self.bounds.total, self.bounds.alias_table.sample)
+
+    def astep(self, q0: RaveledVars):
+        model = self.minibatch_model
+        theta = q0.data
+        proposal = propose(self.rng, theta, self.step_size, self.proposal_chol)
+        m = distance(theta, proposal, self.metric_indices)
+        logprior_current = self._current_logprior(theta)
+        logprior_proposal = model.logprior(proposal)
+        info = self.decide(
+            theta,
+            proposal,
+            logprior_proposal - logprior_current,
+            m,
+            (logprior_current, logprior_proposal),
+        )
+        if info.bound_ratio > 1.0 + BOUND_TOLERANCE:
+            raise BoundViolationError(
+                f"{type(self).__name__}: |U_i(theta') - U_i(theta)| reached "
+                f"{info.bound_ratio:.6g} x c_i M(theta, theta') at a row; the bounds are too "
+                "small for this model, so the draws would not be exact. Pass larger bounds."
+            )
+        stats = {
+            "tune": self.tune,
+            "accept": info.accept,
+            "accepted": info.accepted,
+            "step_size": self.step_size,
+            "nonfinite": info.nonfinite,
+            "batch_size": info.batch_size,
+            "expected_batch_size": info.expected_batch_size,
+            "bound_ratio": info.bound_ratio,
+            **self.info_stats(info),
+        }
+        if info.accepted:
+            theta = proposal
+            self._last_logprior = (proposal, logprior_proposal)
+        self.adapt_step_size(info.accept)
+        return RaveledVars(theta, q0.point_map_info), [stats]
+
+    def decide(self, theta, proposal, logprior_diff, m, logprior_pair):
+        raise NotImplementedError
+
+    def info_stats(self, info):
+        return {}
+
+    def full_loglik_diff(self, theta, proposal, logprior_pair):
+        """Full-data log-likelihood difference (for fallback steps)."""
+        logprior_current, logprior_proposal = logprior_pair
+        model = self.minibatch_model
+        return (model.logp(proposal) - logprior_proposal) - (model.logp(theta) - logprior_current)
+
+    def _current_logprior(self, theta):
+        # reuse the accepted proposal's log-prior unless another step of a CompoundStep may
+        # have moved the variables this step does not sample
+        last = getattr(self, "_last_logprior", None)
+        if last is not None and not self.shared and np.array_equal(last[0], theta):
+            return last[1]
+        value = self.minibatch_model.logprior(theta)
+        self._last_logprior = (theta.copy(), value)
+        return value
+
+
+def resolve_bounds(bounds, minibatch_model):
+    """``"auto"`` -> derived bounds; a :class:`Bounds` is checked against the model."""
+    if isinstance(bounds, str) and bounds == "auto":
+        return derive_bounds(minibatch_model)
+    if isinstance(bounds, Bounds):
+        if bounds.c.shape != (minibatch_model.n_data,):
+            raise ValueError(
+                f"bounds.c has {bounds.c.size} values but the model has "
+                f"{minibatch_model.n_data} rows"
+            )
+        return bounds
+    if bounds is None:
+        raise BoundsUnavailableError(
+            "this sampler needs per-row bounds c_i with |U_i(theta) - U_i(theta')| <= c_i "
+            "||theta - theta'||: pass bounds='auto' (supported GLM likelihoods) or "
+            "pmm.bounds.Bounds(c, metric_vars=...)"
+        )
+    raise TypeError(f"bounds must be 'auto' or a pmm.bounds.Bounds, got {bounds!r}")

@@ -1,0 +1,163 @@
+"""TunaMH as a PyMC step method."""
+
+import numpy as np
+from pymc.step_methods.state import dataclass_state
+
+from pymc_minibatch.kernels.tuna import tuna_step
+from pymc_minibatch.step_methods.base import MetropolisStepState
+from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep
+
+#: chi is tuned so that kappa = chi * C * E[m] equals this (lambda ~ (1 + kappa) C E[m]).
+#: ../shared/ALGORITHMS.md §1: acceptance collapses for kappa << 1; the cost per effective
+#: draw was lowest near kappa = 5 on a logistic model.
+TARGET_KAPPA = 5.0
+#: ...unless that makes the expected batch exceed this fraction of N.
+MAX_BATCH_FRACTION = 0.1
+
+
+@dataclass_state
+class TunaMHState(MetropolisStepState):
+    chi: float
+
+
+class TunaMH(BoundedMinibatchStep):
+    """Exact minibatch Metropolis–Hastings (TunaMH) with a Gaussian random-walk proposal.
+
+    Each step evaluates only a Poisson-sized minibatch of rows drawn with probability
+    proportional to per-row bounds ``c_i``, yet the chain targets the exact posterior
+    (Zhang, Cooper & De Sa 2020, "Asymptotically Optimal Exact Minibatch
+    Metropolis-Hastings", NeurIPS; update rule in :mod:`pymc_minibatch.kernels.tuna`).
+    The prior and transform Jacobians enter the acceptance ratio exactly.
+
+    Parameters
+    ----------
+    vars : list of variables, optional
+        Continuous free variables to sample (default: all continuous ones).
+    bounds : "auto" or Bounds
+        Per-row constants with ``|U_i(theta) - U_i(theta')| <= c_i M(theta, theta')``.
+        ``"auto"`` derives them from the model for logistic, Student-t, Laplace and Cauchy
+        regressions with fixed scale (see :mod:`pymc_minibatch.model.lipschitz`).
+    chi : float, optional
+        TunaMH's ``chi > 0``: larger values give acceptance closer to full-data MH at the
+        cost of larger batches (expected batch ``lambda = chi C^2 m^2 + C m``). ``None``
+        tunes it with the step size: ``chi = kappa / (C E[m])`` with ``kappa = 5``, lowered
+        if needed so that the expected batch ``(1 + kappa) C E[m]`` stays below N / 10,
+        where ``E[m]`` is the mean proposal distance at the current step size. Frozen
+        after tuning.
+    step_size : float, optional
+        Initial random-walk scale; default ``2.38 / sqrt(ndim * N)``, then tuned.
+    proposal_cov : array, optional
+        Proposal covariance (or its diagonal) in the transformed space; default identity.
+    target_accept : float, default 0.25
+    fallback : bool, default True
+        Take a full-data MH step when ``lambda >= N`` (exactness is kept, since ``lambda``
+        is symmetric in the two points).
+    model : pymc.Model, optional
+
+    Raises
+    ------
+    BoundsUnavailableError
+        If ``bounds="auto"`` and the likelihood is not one of the supported families.
+    BoundViolationError
+        During sampling, if an evaluated row breaks its bound (the result would be wrong).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(5000, 2)); y = (rng.random(5000) < 0.5).astype("int64")
+    >>> with pm.Model():
+    ...     beta = pm.Normal("beta", 0, 1, shape=2)
+    ...     pm.Bernoulli("y", logit_p=X @ beta, observed=y)
+    ...     idata = pm.sample(step=pmm.TunaMH(), draws=200, tune=200, chains=1,
+    ...                       progressbar=False, random_seed=0)
+    """
+
+    name = "tuna_mh"
+    stats_dtypes_shapes = {
+        **BoundedMinibatchStep.stats_dtypes_shapes,
+        "kept": (np.int64, []),
+        "fallback": (bool, []),
+        "chi": (np.float64, []),
+    }
+    _state_class = TunaMHState
+
+    def __init__(
+        self,
+        vars=None,
+        *,
+        bounds="auto",
+        chi=None,
+        step_size=None,
+        proposal_cov=None,
+        target_accept=0.25,
+        fallback=True,
+        model=None,
+        blocked=True,
+        rng=None,
+    ):
+        if chi is not None and not (np.isfinite(chi) and chi > 0):
+            raise ValueError(f"chi must be a positive finite number or None, got {chi}")
+        self.fixed_chi = None if chi is None else float(chi)
+        self.fallback = bool(fallback)
+        super().__init__(
+            vars,
+            bounds=bounds,
+            step_size=step_size,
+            proposal_cov=proposal_cov,
+            target_accept=target_accept,
+            model=model,
+            blocked=blocked,
+            rng=rng,
+        )
+        self.mean_unit_distance = _mean_unit_distance(
+            self.proposal_chol, self.minibatch_model.ndim, self.metric_indices
+        )
+        self.chi = self._chi_for(self.step_size)
+
+    def reset_tuning(self):
+        super().reset_tuning()
+        if hasattr(self, "mean_unit_distance"):
+            self.chi = self._chi_for(self.step_size)
+
+    def _chi_for(self, step_size):
+        if self.fixed_chi is not None:
+            return self.fixed_chi
+        floor = self.bounds.total * step_size * self.mean_unit_distance  # C E[m]
+        kappa = min(TARGET_KAPPA, MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
+        return max(kappa, 0.1) / floor
+
+    def stop_tuning(self):
+        super().stop_tuning()
+        self.chi = self._chi_for(self.step_size)
+
+    def decide(self, theta, proposal, logprior_diff, m, logprior_pair):
+        model = self.minibatch_model
+        return tuna_step(
+            self.rng,
+            logprior_diff,
+            m,
+            self.chi,
+            self.row_bounds(),
+            lambda idx: model.loglik_pair(theta, proposal, idx),
+            lambda: self.full_loglik_diff(theta, proposal, logprior_pair),
+            model.n_data,
+            self.fallback,
+        )
+
+    def info_stats(self, info):
+        return {"kept": info.kept, "fallback": info.fallback, "chi": self.chi}
+
+    def adapt_step_size(self, accept_prob):
+        super().adapt_step_size(accept_prob)
+        if self.tune:
+            self.chi = self._chi_for(self.step_size)
+
+
+def _mean_unit_distance(chol, ndim, indices, n_samples=4000):
+    """E ||(L z)_S|| for z ~ N(0, I): the metric distance per unit step size."""
+    z = np.random.default_rng(0).standard_normal((n_samples, ndim))  # fixed: a constant
+    moves = z if chol is None else z @ chol.T
+    if indices is not None:
+        moves = moves[:, indices]
+    return float(np.mean(np.linalg.norm(moves, axis=1)))

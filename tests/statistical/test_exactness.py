@@ -1,0 +1,116 @@
+"""Exact samplers against grid-quadrature posteriors (KS on draws thinned to ESS, mean in MCSE).
+
+A deliberately wrong TunaMH (keep probability halved) must fail the same checks.
+"""
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import special, stats
+
+import pymc_minibatch as pmm
+import pymc_minibatch.kernels.tuna as tuna_kernel
+from pymc_minibatch._compat import posterior
+from tests.quadrature import GridMarginal, agreement, grid_marginals_2d
+
+# (step factory, draws per chain): TFMH's factorised acceptance forces far smaller steps
+SAMPLERS = {
+    "FullMH": (lambda: pmm.FullMH(), 6000),
+    "TunaMH": (lambda: pmm.TunaMH(), 6000),
+    "TFMH": (lambda: pmm.TFMH(), 60000),
+}
+TUNE, CHAINS = 1000, 2
+
+
+def _laplace_problem():
+    rng = np.random.default_rng(42)
+    y = rng.laplace(0.7, 1.0, size=1000)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        pm.Laplace("y", mu, 1.0, observed=y)
+    grid = np.linspace(0.35, 1.05, 4001)
+    log_post = stats.norm.logpdf(grid, 0, 5) + stats.laplace.logpdf(y[None, :], grid[:, None]).sum(
+        1
+    )
+    return model, {"mu": [GridMarginal(grid, log_post)]}, {"mu": 0.7}
+
+
+def _logistic_problem():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(2000, 2))
+    y = (rng.random(2000) < special.expit(X @ np.array([0.8, -0.4]))).astype("int64")
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 3.0, shape=2)
+        pm.Bernoulli("y", logit_p=X @ beta, observed=y)
+    grid0, grid1 = np.linspace(0.45, 1.15, 281), np.linspace(-0.75, -0.05, 281)
+    b0, b1 = np.meshgrid(grid0, grid1, indexing="ij")
+    log_post = stats.norm.logpdf(b0, 0, 3) + stats.norm.logpdf(b1, 0, 3)
+    for rows in np.array_split(np.arange(y.size), 10):
+        eta = b0[..., None] * X[rows, 0] + b1[..., None] * X[rows, 1]
+        log_post += np.sum(y[rows] * eta - np.logaddexp(0.0, eta), axis=-1)
+    return model, {"beta": list(grid_marginals_2d(grid0, grid1, log_post))}, {"beta": [0.7, -0.4]}
+
+
+PROBLEMS = {"laplace": _laplace_problem, "logistic": _logistic_problem}
+
+
+@pytest.fixture(scope="module", params=sorted(PROBLEMS))
+def problem(request):
+    return PROBLEMS[request.param]()
+
+
+def _draws(model, initvals, step_factory, draws, seed=1):
+    # chains start near the posterior: these tests are about exactness, not burn-in
+    with model:
+        idata = pm.sample(
+            step=step_factory(),
+            initvals=initvals,
+            draws=draws,
+            tune=TUNE,
+            chains=CHAINS,
+            cores=1,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    return posterior(idata)
+
+
+def _worst(problem, step_factory, draws):
+    """Smallest KS p-value and largest |mean error| / MCSE over all marginals."""
+    model, marginals, initvals = problem
+    result = _draws(model, initvals, step_factory, draws)
+    results = [
+        agreement(result[name].values.reshape(CHAINS, draws, -1)[..., k], marginal)
+        for name, per_coordinate in marginals.items()
+        for k, marginal in enumerate(per_coordinate)
+    ]
+    return min(p for p, _ in results), max(z for _, z in results)
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+def test_exact_sampler_matches_quadrature(problem, sampler):
+    pvalue, mean_error = _worst(problem, *SAMPLERS[sampler])
+    assert pvalue > 0.01
+    assert mean_error < 4.0
+
+
+def _log_ratio_with_wrong_keep_probability(rng, m, chi, bounds, loglik_pair, batch_size):
+    """``tuna_log_ratio`` with every keep probability halved (targets a tempered posterior)."""
+    if batch_size == 0:
+        return 0.0, 0, 0.0, True
+    idx = bounds.sample(rng, batch_size)
+    loglik_current, loglik_proposal = loglik_pair(idx)
+    delta = loglik_current - loglik_proposal
+    c_m = bounds.c[idx] * m
+    base = chi * bounds.c[idx] * bounds.total * m**2
+    phi_forward = np.clip(0.5 * (delta + c_m), 0.0, c_m)
+    keep = rng.random(batch_size) < 0.5 * (base + phi_forward) / (base + c_m)
+    log_ratio = np.sum(np.log(base + c_m - phi_forward)[keep] - np.log(base + phi_forward)[keep])
+    return float(log_ratio), int(keep.sum()), float(np.max(np.abs(delta) / c_m)), True
+
+
+def test_wrong_keep_probability_fails_the_same_checks(monkeypatch):
+    monkeypatch.setattr(tuna_kernel, "tuna_log_ratio", _log_ratio_with_wrong_keep_probability)
+    pvalue, mean_error = _worst(_laplace_problem(), *SAMPLERS["TunaMH"])
+    assert pvalue < 0.01 or mean_error > 4.0
