@@ -10,6 +10,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.util import get_value_vars_from_user_vars
 from pymc.vartypes import continuous_types
@@ -286,14 +287,18 @@ class MinibatchModel:
             inputs = [theta]
             outputs = [self._logprior, pytensor.grad(self._logprior, theta)]
         elif name == "row_terms":  # only for check(): compile fast, speed is irrelevant
-            function = pytensor.function(
-                [theta, *rows], self._terms, mode="FAST_COMPILE", on_unused_input="ignore"
-            )
-            function.trust_input = True
-            return function
+            return self._compile_function([theta, *rows], self._terms, mode="FAST_COMPILE")
         else:
             raise KeyError(name)
-        function = pytensor.function(inputs, outputs, mode=self.mode, on_unused_input="ignore")
+        return self._compile_function(inputs, outputs)
+
+    def _compile_function(self, inputs, outputs, mode=None):
+        # PyMC's compile turns parameter checks into -inf (or drops them when the model has
+        # check_bounds=False), as model.compile_logp() does, instead of raising
+        with self.model:
+            function = compile_pymc(
+                inputs, outputs, mode=mode or self.mode, on_unused_input="ignore"
+            )
         function.trust_input = True
         return function
 
@@ -311,10 +316,7 @@ class MinibatchModel:
         joined, theta = join_nonshared_inputs(
             self._initial_point, values, self.value_vars, self.shared
         )
-        function = pytensor.function(
-            [theta, *self._row_inputs], joined, mode=self.mode, on_unused_input="ignore"
-        )
-        function.trust_input = True
+        function = self._compile_function([theta, *self._row_inputs], joined)
 
         def evaluate(theta_value, idx=None):
             theta_value = self._as_theta(theta_value)

@@ -76,9 +76,10 @@ def derive_bounds(minibatch_model, random_seed=0):
 
 def _family_predictor(name, rv):
     op = rv.owner.op
-    params = op.dist_params(rv.owner)
+    # float64 throughout: PyTensor stores integral constants as int8, and sqrt(int8) is float32
+    params = [pt.cast(p, "float64") for p in op.dist_params(rv.owner)]
     if isinstance(op, BernoulliRV):
-        (p,) = params
+        (p,) = op.dist_params(rv.owner)
         if p.owner is None or not (
             isinstance(p.owner.op, Elemwise) and isinstance(p.owner.op.scalar_op, Sigmoid)
         ):

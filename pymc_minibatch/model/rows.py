@@ -44,22 +44,33 @@ class RowSource:
     def __init__(self, roots, n_data):
         self.roots = list(roots)
         self.n_data = int(n_data)
+        # constants never change: keep their arrays; pm.Data values are re-read per call
+        self._constant_arrays = (
+            [r.data for r in self.roots]
+            if all(isinstance(r, Constant) for r in self.roots)
+            else None
+        )
 
     def arrays(self):
         """The current full arrays (``pm.set_data`` changes are seen), without copying."""
+        if self._constant_arrays is not None:
+            return self._constant_arrays
         arrays = [root_value(r) for r in self.roots]
         for root, arr in zip(self.roots, arrays, strict=True):
-            if np.shape(arr)[0] != self.n_data:
+            if arr.shape[0] != self.n_data:
                 raise ValueError(
-                    f"data '{root.name}' now has {np.shape(arr)[0]} rows, but the model was "
+                    f"data '{root.name}' now has {arr.shape[0]} rows, but the model was "
                     f"adapted with {self.n_data}; build a new MinibatchModel after pm.set_data "
                     "changes the number of rows"
                 )
         return arrays
 
     def gather(self, idx):
-        """Rows ``idx`` (any int array, repeats allowed) of every array, as plain ndarrays."""
-        return [np.asarray(a[idx]) for a in self.arrays()]
+        """Rows ``idx`` (any int array, repeats allowed) of every array.
+
+        Fancy indexing always returns plain in-memory ndarrays, also from ``np.memmap``.
+        """
+        return [a[idx] for a in self.arrays()]
 
     def chunks(self, chunk_rows):
         """All rows in contiguous slices of at most ``chunk_rows`` (views, no copies)."""

@@ -86,7 +86,7 @@ def test_nonfinite_proposals_are_rejected_and_counted():
         mu = pm.Normal("mu", 0, 1)
         pm.Potential("wall", pt.switch(mu > 0, -np.inf, 0.0))  # log-density -inf for mu > 0
         pm.Normal("y", mu, 1, observed=np.array([-0.5, -0.2, -0.1]))
-        step = pmm.FullMH(step_size=1.0)
+        step = pmm.FullMH(step_size=1.0, rng=1)
         step.tune = False
         point = {"mu": np.array(-0.1)}
         nonfinite = []

@@ -1,0 +1,121 @@
+"""TunaMH bounds: auto-derived constants against closed forms, refusals, violations."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_minibatch as pmm
+from pymc_minibatch.model.lipschitz import derive_bounds
+
+RNG = np.random.default_rng(5)
+X = RNG.normal(size=(400, 3))
+Y_BINARY = (RNG.random(400) < 0.5).astype("int64")
+Y_REAL = X @ np.array([1.0, -1.0, 0.5]) + RNG.standard_t(4, size=400)
+
+
+def _bounds(model):
+    return derive_bounds(pmm.MinibatchModel(model))
+
+
+def test_logistic_with_intercept_gives_norm_of_augmented_rows():
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 2)
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        pm.Bernoulli("y", logit_p=alpha + X @ beta, observed=Y_BINARY)
+    bounds = _bounds(model)
+    expected = np.linalg.norm(np.column_stack([np.ones(400), X]), axis=1)
+    np.testing.assert_allclose(bounds.c, expected, rtol=1e-10)
+    np.testing.assert_array_equal(bounds.metric_indices(None), np.arange(4))
+
+
+@pytest.mark.parametrize("nu, sigma", [(4.0, 1.5), (1.0, 0.7)])
+def test_student_t_location_gives_closed_form(nu, sigma):
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        pm.StudentT("y", nu=nu, mu=X @ beta, sigma=sigma, observed=Y_REAL)
+    expected = (nu + 1) / (2 * np.sqrt(nu) * sigma) * np.linalg.norm(X, axis=1)
+    np.testing.assert_allclose(_bounds(model).c, expected, rtol=1e-10)
+
+
+def test_laplace_and_cauchy_and_metric_excludes_unused_coordinates():
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        pm.HalfNormal("unused_scale", 1.0)  # in theta, but not in the likelihood
+        pm.Laplace("y", mu=X @ beta, b=2.0, observed=Y_REAL)
+        pm.Cauchy("z", alpha=X[:, 0] * beta[0], beta=0.5, observed=Y_REAL)
+    bounds = _bounds(model)
+    expected = np.linalg.norm(X, axis=1) / 2.0 + np.abs(X[:, 0]) / 0.5
+    np.testing.assert_allclose(bounds.c, expected, rtol=1e-10)
+    mm = pmm.MinibatchModel(model)
+    np.testing.assert_array_equal(bounds.metric_indices(mm), mm.theta_indices(["beta"]))
+
+
+def test_derived_bounds_hold_at_random_points():
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        pm.StudentT("y", nu=3.0, mu=X @ beta, sigma=0.8, observed=Y_REAL)
+    mm = pmm.MinibatchModel(model)
+    bounds = derive_bounds(mm)
+    rows = np.arange(mm.n_data)
+    for _ in range(20):
+        theta, theta2 = RNG.normal(scale=2.0, size=(2, mm.ndim))
+        ll, ll2 = mm.loglik_pair(theta, theta2, rows)
+        assert np.all(np.abs(ll2 - ll) <= bounds.c * np.linalg.norm(theta2 - theta) * (1 + 1e-9))
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: pm.Normal("y", X @ pm.Normal("b", 0, 1, shape=3), 1.0, observed=Y_REAL), "Normal"),
+        (
+            lambda: pm.StudentT(
+                "y",
+                nu=4,
+                mu=X @ pm.Normal("b", 0, 1, shape=3),
+                sigma=pm.HalfNormal("s"),
+                observed=Y_REAL,
+            ),
+            "scale/shape",
+        ),
+        (
+            lambda: pm.Bernoulli("y", p=pm.Beta("p", 1, 1), observed=Y_BINARY),
+            "logit",
+        ),
+        (
+            lambda: pm.Laplace(
+                "y", mu=pm.math.exp(X @ pm.Normal("b", 0, 1, shape=3)), b=1.0, observed=Y_REAL
+            ),
+            "not linear",
+        ),
+    ],
+)
+def test_unsupported_likelihood_raises(build, message):
+    with pm.Model() as model:
+        build()
+    with pytest.raises(pmm.BoundsUnavailableError, match=message):
+        with model:
+            pmm.TunaMH()
+
+
+def test_missing_bounds_raise_a_clear_error():
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        pm.Bernoulli("y", logit_p=X @ beta, observed=Y_BINARY)
+        with pytest.raises(pmm.BoundsUnavailableError, match="needs per-row bounds"):
+            pmm.TunaMH(bounds=None)
+        with pytest.raises(ValueError, match="400 rows"):
+            pmm.TunaMH(bounds=pmm.bounds.Bounds(np.ones(10)))
+        with pytest.raises(ValueError, match="non-negative"):
+            pmm.bounds.Bounds(-np.ones(400))
+
+
+def test_too_small_user_bound_raises_violation():
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        pm.Bernoulli("y", logit_p=X @ beta, observed=Y_BINARY)
+        too_small = pmm.bounds.Bounds(0.1 * np.linalg.norm(X, axis=1), metric_vars=["beta"])
+        step = pmm.TunaMH(bounds=too_small, step_size=0.5, rng=1)
+        point = {"beta": np.zeros(3)}
+        with pytest.raises(pmm.BoundViolationError, match="bounds are too small"):
+            for _ in range(50):
+                point, _ = step.step(point)

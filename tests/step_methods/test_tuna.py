@@ -1,0 +1,85 @@
+"""TunaMH and TFMH step methods: statistics, hyperparameter checks, non-finite proposals."""
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+
+import pymc_minibatch as pmm
+from pymc_minibatch._compat import sample_stats
+
+RNG = np.random.default_rng(8)
+X = RNG.normal(size=(3000, 2))
+Y = (RNG.random(3000) < 1 / (1 + np.exp(-X @ np.array([1.0, -0.5])))).astype("int64")
+TUNA_STATS = {
+    "accept", "accepted", "batch_size", "kept", "expected_batch_size", "fallback",
+    "step_size", "chi", "bound_ratio", "nonfinite",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 2, shape=2)
+        pm.Bernoulli("y", logit_p=X @ beta, observed=Y)
+    return model
+
+
+def test_tuna_sample_stats_and_tuned_chi(logistic):
+    with logistic:
+        idata = pm.sample(
+            step=pmm.TunaMH(), draws=300, tune=300, chains=2, random_seed=3,
+            progressbar=False, compute_convergence_checks=False, cores=1,
+        )  # fmt: skip
+    stats = sample_stats(idata)
+    assert TUNA_STATS <= set(stats.data_vars)
+    batch, kept = stats["batch_size"].values, stats["kept"].values
+    assert np.all(kept <= batch)
+    assert np.all(stats["bound_ratio"].values[batch > 0] <= 1.0)
+    chi = stats["chi"].values
+    assert np.all(chi == chi[:, :1]) and np.all(chi > 0)  # frozen after tuning
+    # the Poisson batch averages its expected size (sd of the mean ~ sqrt(lambda / 600))
+    lam = stats["expected_batch_size"].values
+    assert abs(batch.mean() - lam.mean()) < 5 * np.sqrt(lam.mean() / batch.size)
+
+
+def test_fallback_to_full_mh_when_batch_would_exceed_n(logistic):
+    with logistic:
+        step = pmm.TunaMH(chi=1e6, step_size=0.05, rng=1)  # lambda far above N
+        step.tune = False
+        point = logistic.initial_point()
+        point, [stats] = step.step(point)
+    assert stats["fallback"] and stats["batch_size"] == 3000
+
+
+def test_tfmh_stats(logistic):
+    with logistic:
+        step = pmm.TFMH(step_size=1e-3, rng=1)
+        _, [stats] = step.step(logistic.initial_point())
+    assert {"accept", "batch_size", "expected_batch_size", "bound_ratio"} <= set(stats)
+    assert 0.0 <= stats["accept"] <= 1.0
+
+
+@pytest.mark.parametrize("chi", [0.0, -1.0, np.inf, np.nan])
+def test_invalid_chi_raises(logistic, chi):
+    with logistic, pytest.raises(ValueError, match="chi"):
+        pmm.TunaMH(chi=chi)
+
+
+@pytest.mark.parametrize("sampler", [pmm.TunaMH, pmm.TFMH])
+def test_nonfinite_proposals_are_rejected_and_counted(sampler):
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 2, shape=2)
+        # -inf for beta[0] < 1 (the posterior mean): such proposals are rejected and counted
+        pm.Potential("wall", pt.switch(beta[0] < 1.0, -np.inf, 0.0))
+        pm.Bernoulli("y", logit_p=X @ beta, observed=Y)
+        step = sampler(step_size=0.05, rng=1)
+        step.tune = False
+        point = {"beta": np.array([1.02, -0.5])}
+        flags = []
+        for _ in range(100):
+            point, [stats] = step.step(point)
+            flags.append(stats["nonfinite"])
+            assert point["beta"][0] >= 1.0
+            assert not (stats["nonfinite"] and stats["accepted"])
+    assert 10 < sum(flags) < 90
