@@ -10,6 +10,7 @@ from pymc_minibatch.exceptions import (
     NonFactorizableError,
 )
 from pymc_minibatch.model.adapter import MinibatchModel
+from pymc_minibatch.step_methods.flymc import FlyMC
 from pymc_minibatch.step_methods.full_mh import FullMH
 from pymc_minibatch.step_methods.tfmh import TFMH
 from pymc_minibatch.step_methods.tuna import TunaMH
@@ -17,6 +18,7 @@ from pymc_minibatch.step_methods.tuna import TunaMH
 __all__ = [
     "BoundViolationError",
     "BoundsUnavailableError",
+    "FlyMC",
     "FullMH",
     "MinibatchModel",
     "NonFactorizableError",

@@ -36,6 +36,8 @@ class RowGraph(NamedTuple):
     row_term_names: list
     row_rvs: list
     """The observed variables rebuilt on B rows (for inspecting their distributions)."""
+    row_values: list
+    """Their observed values on the B rows."""
     logprior: object
     """Scalar: priors with Jacobians, observed terms off the row axis, Potentials."""
     n_data: int
@@ -177,6 +179,7 @@ def build_row_graph(model) -> RowGraph:
         row_terms=row_terms,
         row_term_names=[rv.name for rv in on_rows],
         row_rvs=batched_rvs,
+        row_values=batched_values,
         logprior=pt.as_tensor(logprior, dtype="float64"),
         n_data=n_data,
         uses_pm_minibatch=bool(minibatch_to_full)

@@ -19,6 +19,8 @@ numerically from the compiled graph (``eta`` at ``theta`` plus unit steps), and 
 is verified at random points; several observed variables on the same rows add up.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
@@ -32,8 +34,24 @@ from pymc_minibatch.exceptions import BoundsUnavailableError
 SUPPORTED = "Bernoulli(logit_p=...), StudentT, Laplace, Cauchy location regressions"
 
 
-def derive_bounds(minibatch_model, random_seed=0):
-    """Bounds for a model whose likelihood is Lipschitz in a linear predictor.
+class LinearPredictor(NamedTuple):
+    """One observed variable on the rows, as ``U_i = f(eta_i)`` with ``eta = offset + X theta``."""
+
+    name: str
+    family: type
+    """The PyTensor RandomVariable class of the distribution (e.g. ``BernoulliRV``)."""
+    offset: np.ndarray
+    """``eta`` at ``theta = 0`` (measured as ``eta(theta0) - X theta0``), shape (N,)."""
+    design: np.ndarray
+    """``X``, shape (N, ndim): ``d eta_i / d theta``."""
+    lipschitz: np.ndarray
+    """``L_i``, shape (N,): bound on ``|f'(eta_i)|``."""
+    observed: np.ndarray
+    """The observed values, shape (N,)."""
+
+
+def linear_predictors(minibatch_model, random_seed=0):
+    """The linear predictors of every observed variable on the rows.
 
     Raises
     ------
@@ -55,22 +73,45 @@ def derive_bounds(minibatch_model, random_seed=0):
             )
         etas.append(eta)
         lipschitz.append(constant)
-    evaluate = mm.compile_rows_function(etas + lipschitz)
     n_terms = len(etas)
+    evaluate = mm.compile_rows_function(etas + lipschitz + list(graph.row_values))
 
     theta0 = mm.initial_theta()
     base = evaluate(theta0)
-    c = np.zeros(mm.n_data)
-    used = np.zeros(mm.ndim, dtype=bool)
-    for term in range(n_terms):
+    predictors = []
+    for term, (name, rv) in enumerate(zip(graph.row_term_names, graph.row_rvs, strict=True)):
         design = np.empty((mm.n_data, mm.ndim))
         for j in range(mm.ndim):
             design[:, j] = evaluate(theta0 + np.eye(mm.ndim)[j])[term] - base[term]
-        _check_linear(
-            evaluate, term, theta0, base[term], design, graph.row_term_names[term], random_seed
+        _check_linear(evaluate, term, theta0, base[term], design, name, random_seed)
+        predictors.append(
+            LinearPredictor(
+                name=name,
+                family=type(rv.owner.op),
+                offset=base[term] - design @ theta0,
+                design=design,
+                lipschitz=np.abs(base[n_terms + term]),
+                observed=base[2 * n_terms + term],
+            )
         )
-        c += np.abs(base[n_terms + term]) * np.linalg.norm(design, axis=1)
-        used |= np.any(design != 0.0, axis=0)
+    return predictors
+
+
+def derive_bounds(minibatch_model):
+    """Bounds ``c_i = sum_k L_ik ||x_ik||`` over the observed variables on the rows.
+
+    The metric runs over the coordinates of ``theta`` that enter some linear predictor.
+
+    Raises
+    ------
+    BoundsUnavailableError
+        If a likelihood is not one of the supported families (see the module docstring).
+    """
+    c = np.zeros(minibatch_model.n_data)
+    used = np.zeros(minibatch_model.ndim, dtype=bool)
+    for predictor in linear_predictors(minibatch_model):
+        c += predictor.lipschitz * np.linalg.norm(predictor.design, axis=1)
+        used |= np.any(predictor.design != 0.0, axis=0)
     return Bounds(c, _metric_indices=np.flatnonzero(used))
 
 
@@ -98,7 +139,7 @@ def _family_predictor(name, rv):
         alpha, beta = params
         return alpha, 1.0 / beta
     raise BoundsUnavailableError(
-        f"cannot derive TunaMH bounds for observed variable '{name}' "
+        f"cannot derive per-row bounds for observed variable '{name}' "
         f"({type(op).__name__}): supported are {SUPPORTED}. Pass "
         "bounds=pmm.bounds.Bounds(c, metric_vars=...) with |U_i(theta) - U_i(theta')| <= "
         "c_i ||theta - theta'|| for every row i"

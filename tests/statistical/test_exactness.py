@@ -18,6 +18,7 @@ SAMPLERS = {
     "FullMH": (lambda: pmm.FullMH(), 6000),
     "TunaMH": (lambda: pmm.TunaMH(), 6000),
     "TFMH": (lambda: pmm.TFMH(), 60000),
+    "FlyMC": (lambda: pmm.FlyMC(), 6000),
 }
 TUNE, CHAINS = 1000, 2
 

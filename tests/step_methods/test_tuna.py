@@ -83,3 +83,33 @@ def test_nonfinite_proposals_are_rejected_and_counted(sampler):
             assert point["beta"][0] >= 1.0
             assert not (stats["nonfinite"] and stats["accepted"])
     assert 10 < sum(flags) < 90
+
+
+def test_flymc_refuses_what_it_cannot_bound():
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 2, shape=2)
+        pm.Normal("y", X @ beta, 1.0, observed=Y.astype(float))
+        with pytest.raises(pmm.BoundsUnavailableError, match="cannot derive per-row bounds"):
+            pmm.FlyMC()
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 2, shape=2)
+        scale = pm.HalfNormal("scale")
+        pm.Bernoulli("y", logit_p=scale * (X @ beta), observed=Y)
+        with pytest.raises(ValueError, match="every continuous free variable"):
+            pmm.FlyMC([beta])
+    with model, pytest.raises(ValueError, match="xi"):
+        pmm.FlyMC(xi=-1.0)
+
+
+def test_flymc_stats_and_bright_rows_reset_per_chain(logistic):
+    with logistic:
+        step = pmm.FlyMC(rng=2)
+        idata = pm.sample(
+            step=step, draws=100, tune=100, chains=2, random_seed=3, cores=1,
+            progressbar=False, compute_convergence_checks=False,
+        )  # fmt: skip
+    stats = sample_stats(idata)
+    n_bright = stats["n_bright"].values
+    # MAP-tuned bounds are tight: only a few rows are bright at a time
+    assert np.all(n_bright < 3000) and n_bright.mean() < 0.05 * 3000
+    assert np.all(stats["batch_size"].values >= n_bright)
