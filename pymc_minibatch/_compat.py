@@ -42,3 +42,22 @@ def posterior(idata):
     """The ``posterior`` group of a result of either version, as an ``xarray.Dataset``."""
     group = idata["posterior"]
     return group.to_dataset() if hasattr(group, "to_dataset") else group
+
+
+def plot_forest_comparison(results, path):
+    """Forest plot of several results of the same model, one colour per result, saved to ``path``.
+
+    ``results`` maps a label to an ``InferenceData`` (ArviZ 0.x) or ``DataTree`` (ArviZ 1.x).
+    """
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    if int(az.__version__.split(".")[0]) >= 1:
+        az.plot_forest(dict(results), combined=True, backend="matplotlib").savefig(path)
+        return
+    import matplotlib.pyplot as plt
+
+    az.plot_forest(list(results.values()), model_names=list(results), combined=True)
+    plt.savefig(path, bbox_inches="tight")
+    plt.close("all")

@@ -9,6 +9,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+import scipy.optimize
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
@@ -205,6 +206,21 @@ class MinibatchModel:
             total += float(np.sum(values))
             grad += chunk_grad
         return total, grad
+
+    def find_map(self, theta=None):
+        """Posterior mode in ``theta``-space by L-BFGS on the full-data log posterior.
+
+        Starts from ``theta`` (default: the initial point); each iteration is one pass over
+        the data.
+        """
+        start = self.initial_theta() if theta is None else self._as_theta(theta)
+
+        def objective(value):
+            logp, grad = self.logp_and_grad(value)
+            return -logp, -grad
+
+        result = scipy.optimize.minimize(objective, start, jac=True, method="L-BFGS-B")
+        return result.x
 
     # ---- construction-time parity check -------------------------------------------------
     def check(self, n_reference_rows=24, random_seed=20261129):

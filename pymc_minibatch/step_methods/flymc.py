@@ -1,7 +1,6 @@
 """FlyMC as a PyMC step method: an exact baseline for logistic regression."""
 
 import numpy as np
-import scipy.optimize
 from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 from pytensor.tensor.random.basic import BernoulliRV, LaplaceRV
@@ -113,7 +112,7 @@ class FlyMC(MetropolisStep):
         (predictor,) = predictors
         self.offset, self.design = predictor.offset, predictor.design
         if isinstance(xi, str):  # "map"
-            eta = self.offset + self.design @ _find_map(mm)
+            eta = self.offset + self.design @ mm.find_map()
             is_laplace = predictor.family is LaplaceRV
             xi_rows = predictor.observed - eta if is_laplace else eta
         else:
@@ -196,16 +195,3 @@ class FlyMC(MetropolisStep):
         )
         collapsed_diff = self.collapsed_bound(proposal) - self.collapsed_bound(theta)
         return logprior_diff + collapsed_diff + float(np.sum(bright_diff)), False
-
-
-def _find_map(minibatch_model):
-    """The posterior mode in theta-space by L-BFGS on the full-data log posterior."""
-
-    def objective(theta):
-        value, grad = minibatch_model.logp_and_grad(theta)
-        return -value, -grad
-
-    result = scipy.optimize.minimize(
-        objective, minibatch_model.initial_theta(), jac=True, method="L-BFGS-B"
-    )
-    return result.x
