@@ -5,7 +5,15 @@ minibatch Metropolis-Hastings", NeurIPS): per-row constants ``c_i`` and a metric
 
 where ``U_i = -log p(y_i | theta)``. ``M`` is the Euclidean distance between ``theta`` and
 ``theta'``, optionally over a subset of the coordinates (the ones the likelihood depends on).
-:func:`derive_bounds` obtains them from a PyMC model for Lipschitz GLM likelihoods.
+
+With a ``center`` (control variates, as in Cornish et al. 2019, "Scalable Metropolis-Hastings
+for exact Bayesian inference with large datasets", ICML), the bounds are for the residuals
+``R_i(theta) = U_i(theta) - U_i(center) - grad U_i(center) . (theta - center)`` instead, with
+the symmetric metric ``M = ||theta - theta'|| (||theta - center|| + ||theta' - center||) / 2``:
+if ``|d^2 U_i / d eta^2| <= K_i`` for a linear predictor ``eta_i = x_i . theta``, then
+``|R_i(theta) - R_i(theta')| <= K_i ||x_i||^2 M``. Near the mode ``M`` is of the order of
+``step^2``, so the expected batch ``C M`` stays small however many rows there are.
+:func:`pymc_minibatch.model.lipschitz.derive_bounds` obtains both kinds from a PyMC model.
 """
 
 import numpy as np
@@ -23,6 +31,9 @@ class Bounds:
     metric_vars : list of str, optional
         Names of the (value) variables the metric runs over; default all sampled variables.
         The bound must hold with the distance measured over these coordinates only.
+    center : array_like, optional
+        A point in ``theta``-space (typically the MAP): ``c`` then bounds the control-variate
+        residuals with the Taylor metric above.
 
     Examples
     --------
@@ -34,7 +45,7 @@ class Bounds:
     >>> bounds = Bounds(np.linalg.norm(X, axis=1), metric_vars=["beta"])
     """
 
-    def __init__(self, c, metric_vars=None, *, _metric_indices=None):
+    def __init__(self, c, metric_vars=None, *, center=None, _metric_indices=None):
         c = np.asarray(c, dtype=np.float64)
         if c.ndim != 1 or c.size == 0:
             raise ValueError(f"bounds c must be a 1-D array with one value per row, got {c.shape}")
@@ -43,6 +54,7 @@ class Bounds:
         self.c = c
         self.total = float(c.sum())
         self.metric_vars = None if metric_vars is None else list(metric_vars)
+        self.center = None if center is None else np.asarray(center, dtype=np.float64)
         self._metric_indices = _metric_indices
         self._alias = None
 
@@ -71,3 +83,12 @@ def distance(theta, theta2, indices=None):
     if indices is not None:
         diff = diff[indices]
     return float(np.sqrt(diff @ diff))
+
+
+def metric(bounds, theta, theta2, indices=None):
+    """``M(theta, theta')`` of ``bounds``: Euclidean, or the Taylor metric with a center."""
+    step = distance(theta, theta2, indices)
+    if bounds.center is None:
+        return step
+    center = bounds.center
+    return step * 0.5 * (distance(center, theta, indices) + distance(center, theta2, indices))

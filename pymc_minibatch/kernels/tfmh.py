@@ -32,19 +32,23 @@ class TFMHInfo(NamedTuple):
 
 def tfmh_step(
     rng: np.random.Generator,
-    logprior_diff: float,
+    exact_log_ratio: float,
     m: float,
     bounds: RowBounds,
     loglik_pair: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
 ) -> TFMHInfo:
-    """Decide one TFMH proposal; the caller moves to it when ``info.accepted``."""
+    """Decide one TFMH proposal; the caller moves to it when ``info.accepted``.
+
+    ``exact_log_ratio`` (the log-prior difference, plus any control-variate remainder) is
+    tested as one exact factor.
+    """
     lam = bounds.total * m
-    if not np.isfinite(logprior_diff):
+    if not np.isfinite(exact_log_ratio):
         return TFMHInfo(0.0, False, 0, lam, True, 0.0)
     batch_size = int(rng.poisson(lam))
-    prior_accept = log_accept_to_prob(logprior_diff)
+    exact_accept = log_accept_to_prob(exact_log_ratio)
     if batch_size == 0:
-        return TFMHInfo(prior_accept, bool(rng.uniform() < prior_accept), 0, lam, False, 0.0)
+        return TFMHInfo(exact_accept, bool(rng.uniform() < exact_accept), 0, lam, False, 0.0)
     idx = bounds.sample(rng, batch_size)
     loglik_current, loglik_proposal = loglik_pair(idx)
     delta = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
@@ -53,7 +57,7 @@ def tfmh_step(
     c_m = bounds.c[idx] * m
     bound_ratio = float(np.max(np.abs(delta) / c_m))
     reject_prob = np.clip(delta / c_m, 0.0, 1.0)
-    accept = prior_accept * float(np.prod(1.0 - reject_prob))
+    accept = exact_accept * float(np.prod(1.0 - reject_prob))
     fired = rng.random(batch_size) < reject_prob
-    accepted = bool(rng.uniform() < prior_accept) and not fired.any()
+    accepted = bool(rng.uniform() < exact_accept) and not fired.any()
     return TFMHInfo(accept, accepted, batch_size, lam, False, bound_ratio)

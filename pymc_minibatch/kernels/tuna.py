@@ -93,7 +93,7 @@ def tuna_log_ratio(
 
 def tuna_step(
     rng: np.random.Generator,
-    logprior_diff: float,
+    exact_log_ratio: float,
     m: float,
     chi: float,
     bounds: RowBounds,
@@ -104,15 +104,17 @@ def tuna_step(
 ) -> TunaInfo:
     """Decide one TunaMH proposal; the caller moves to it when ``info.accepted``.
 
-    ``logprior_diff = log p(theta') - log p(theta)`` (priors and Jacobians);
+    ``exact_log_ratio`` is the part of the log acceptance ratio computed exactly:
+    ``log p(theta') - log p(theta)`` (priors and Jacobians), plus the linear remainder when
+    ``loglik_pair`` gives control-variate residuals;
     ``full_loglik_diff()`` returns the full-data log-likelihood difference, used only on a
     fallback step (``lambda >= n_data`` and ``fallback``).
     """
     lam = expected_batch_size(chi, bounds.total, m)
-    if not np.isfinite(logprior_diff):
+    if not np.isfinite(exact_log_ratio):
         return TunaInfo(0.0, False, 0, 0, lam, False, True, 0.0)
     if fallback and lam >= n_data:
-        log_ratio = logprior_diff + full_loglik_diff()
+        log_ratio = exact_log_ratio + full_loglik_diff()
         if not np.isfinite(log_ratio):
             return TunaInfo(0.0, False, n_data, n_data, lam, True, True, np.nan)
         accepted = bool(np.log(rng.uniform()) < log_ratio)
@@ -125,7 +127,7 @@ def tuna_step(
     )
     if not finite:
         return TunaInfo(0.0, False, batch_size, 0, lam, False, True, bound_ratio)
-    log_ratio = logprior_diff + log_lik_ratio
+    log_ratio = exact_log_ratio + log_lik_ratio
     accepted = bool(np.log(rng.uniform()) < log_ratio)
     return TunaInfo(
         log_accept_to_prob(log_ratio), accepted, batch_size, kept, lam, False, False, bound_ratio

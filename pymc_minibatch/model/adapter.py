@@ -159,8 +159,15 @@ class MinibatchModel:
         Returns the gradient of the sum over rows, shape ``(ndim,)``, or with
         ``per_row=True`` one gradient per row, shape ``(len(idx), ndim)``.
         """
-        name = "grad_loglik_rows" if per_row else "grad_loglik"
-        return self._call(name, self._as_theta(theta), *self._rows.gather(idx))[1]
+        if not per_row:
+            return self._call("grad_loglik", self._as_theta(theta), *self._rows.gather(idx))[1]
+        idx = np.asarray(idx)
+        if idx.size == 1:
+            # PyTensor 2.x raises on a vectorised Jacobian over a single gathered row
+            # (AdvancedIncSubtensor1 runtime-broadcasting check): evaluate the row twice
+            rows = self._rows.gather(np.repeat(idx.ravel(), 2))
+            return self._call("grad_loglik_rows", self._as_theta(theta), *rows)[1][:1]
+        return self._call("grad_loglik_rows", self._as_theta(theta), *self._rows.gather(idx))[1]
 
     def grad_estimate(self, theta, idx):
         """Unbiased minibatch estimate of the log posterior and its gradient.

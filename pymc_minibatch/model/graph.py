@@ -9,11 +9,13 @@ variable.
 """
 
 from collections import Counter
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytensor.tensor as pt
 from pymc.data import MinibatchOp
-from pymc.distributions.shape_utils import change_dist_size
+from pymc.distributions.distribution import SymbolicRandomVariable
+from pymc.distributions.shape_utils import _change_dist_size, change_dist_size
 from pymc.logprob.basic import transformed_conditional_logp
 from pymc.variational.minibatch_rv import MinibatchRandomVariable
 from pytensor.graph.traversal import ancestors, graph_inputs, io_toposort
@@ -135,19 +137,33 @@ def build_row_graph(model) -> RowGraph:
     for out, full in minibatch_to_full.items():
         to_rows[out] = to_rows.get(full, full)
 
+    # an observed variable inside another one's graph stands for its observed values,
+    # as in PyMC's own logp
+    values_on_rows = dict(
+        zip(
+            on_rows,
+            rebuild_replace([model.rvs_to_values[rv] for rv in on_rows], to_rows),
+            strict=True,
+        )
+    )
+    observed_as_values = {unwrapped[rv]: values_on_rows[rv] for rv in on_rows}
+    observed_as_values.update({unwrapped[rv]: model.rvs_to_values[rv] for rv in off_rows})
     batched_rvs, batched_values = [], []
     for rv in on_rows:
-        rv_rows, value_rows = rebuild_replace([unwrapped[rv], model.rvs_to_values[rv]], to_rows)
-        ndim_supp = getattr(rv_rows.owner.op, "ndim_supp", 0)
-        batch_ndim = rv_rows.ndim - ndim_supp
+        original = unwrapped[rv]
+        ndim_supp = getattr(original.owner.op, "ndim_supp", 0)
+        batch_ndim = original.ndim - ndim_supp
         if batch_ndim < 1:
             raise NonFactorizableError(
                 f"observed variable '{rv.name}' has {n_data} rows, but its distribution "
-                f"({type(rv_rows.owner.op).__name__}) is multivariate over that axis "
+                f"({type(original.owner.op).__name__}) is multivariate over that axis "
                 f"(ndim_supp={ndim_supp}): its log-density does not split into per-row terms"
             )
-        new_size = [value_rows.shape[0], *(rv_rows.shape[i] for i in range(1, batch_ndim))]
-        batched_rvs.append(change_dist_size(rv_rows, new_size, expand=False))
+        others = {o: v for o, v in observed_as_values.items() if o is not original}
+        inputs = rebuild_replace(original.owner.inputs, {**to_rows, **others})
+        value_rows = values_on_rows[rv]
+        new_size = [value_rows.shape[0], *(original.shape[i] for i in range(1, batch_ndim))]
+        batched_rvs.append(_resized_rv(original, inputs, new_size))
         batched_values.append(value_rows)
 
     rvs_to_values = {rv: model.rvs_to_values[rv] for rv in free_rvs}
@@ -185,6 +201,20 @@ def build_row_graph(model) -> RowGraph:
         uses_pm_minibatch=bool(minibatch_to_full)
         or any(unwrapped[rv] is not rv for rv in observed),
     )
+
+
+def _resized_rv(rv, new_inputs, new_size):
+    """``rv`` rebuilt on ``new_inputs`` (row-sized data) with batch size ``new_size``."""
+    op = rv.owner.op
+    if isinstance(op, SymbolicRandomVariable):
+        # Mixtures, Censored, ... are OpFromGraphs whose inner input types pin the N-row
+        # shapes: cloning the node would wrap the row inputs in SpecifyShape(N). PyMC's
+        # size dispatch rebuilds the op from its inputs instead; it reads only
+        # ``rv.owner.op`` and ``rv.owner.inputs``.
+        stand_in = SimpleNamespace(owner=SimpleNamespace(op=op, inputs=new_inputs))
+        return _change_dist_size(op, stand_in, new_size, expand=False)
+    node = rv.owner.clone_with_new_inputs(new_inputs, strict=False)
+    return change_dist_size(node.outputs[rv.owner.outputs.index(rv)], new_size, expand=False)
 
 
 def _refuse_row_latents(model, free_rvs, on_rows, unwrapped, n_data):

@@ -17,6 +17,11 @@ Cauchy(alpha=eta, beta)   eta                1 / beta
 with every parameter other than ``eta`` fixed (free of sampled variables). ``x_i`` is read
 numerically from the compiled graph (``eta`` at ``theta`` plus unit steps), and linearity
 is verified at random points; several observed variables on the same rows add up.
+
+For control variates (bounds on Taylor residuals around a center) the second derivative
+must be bounded too, ``|f''| <= K_i``: 1/4 (Bernoulli-logit), ``(nu + 1) / (nu s^2)``
+(Student-t; its maximum is at zero residual), ``2 / beta^2`` (Cauchy); Laplace has a kink
+and gets none.
 """
 
 from typing import NamedTuple
@@ -46,6 +51,8 @@ class LinearPredictor(NamedTuple):
     """``X``, shape (N, ndim): ``d eta_i / d theta``."""
     lipschitz: np.ndarray
     """``L_i``, shape (N,): bound on ``|f'(eta_i)|``."""
+    curvature: np.ndarray | None
+    """``K_i``, shape (N,): bound on ``|f''(eta_i)|``, or None where ``f`` has a kink."""
     observed: np.ndarray
     """The observed values, shape (N,)."""
 
@@ -62,9 +69,9 @@ def linear_predictors(minibatch_model, random_seed=0):
     mm = minibatch_model
     graph = mm._row_graph
     free_rvs = set(mm.model.free_RVs)
-    etas, lipschitz = [], []
+    etas, lipschitz, curvature = [], [], []
     for name, rv in zip(graph.row_term_names, graph.row_rvs, strict=True):
-        eta, constant = _family_predictor(name, rv)
+        eta, constant, second = _family_predictor(name, rv)
         if free_rvs & set(ancestors([constant])):
             raise BoundsUnavailableError(
                 f"observed variable '{name}': its scale/shape parameters depend on sampled "
@@ -73,8 +80,9 @@ def linear_predictors(minibatch_model, random_seed=0):
             )
         etas.append(eta)
         lipschitz.append(constant)
+        curvature.append(pt.constant(np.nan) if second is None else second)
     n_terms = len(etas)
-    evaluate = mm.compile_rows_function(etas + lipschitz + list(graph.row_values))
+    evaluate = mm.compile_rows_function(etas + lipschitz + list(graph.row_values) + curvature)
 
     theta0 = mm.initial_theta()
     base = evaluate(theta0)
@@ -92,27 +100,44 @@ def linear_predictors(minibatch_model, random_seed=0):
                 design=design,
                 lipschitz=np.abs(base[n_terms + term]),
                 observed=base[2 * n_terms + term],
+                curvature=None
+                if np.isnan(base[3 * n_terms + term][0])
+                else np.abs(base[3 * n_terms + term]),
             )
         )
     return predictors
 
 
-def derive_bounds(minibatch_model):
-    """Bounds ``c_i = sum_k L_ik ||x_ik||`` over the observed variables on the rows.
+def derive_bounds(minibatch_model, control_variates=False):
+    """Bounds for the observed variables on the rows, over the coordinates that enter them.
 
-    The metric runs over the coordinates of ``theta`` that enter some linear predictor.
+    Without control variates, ``c_i = sum_k L_ik ||x_ik||`` with the Euclidean metric. With
+    them, ``c_i = sum_k K_ik ||x_ik||^2`` for the Taylor residuals around the MAP (found
+    by L-BFGS on the full data), with the Taylor metric of :mod:`pymc_minibatch.bounds`.
 
     Raises
     ------
     BoundsUnavailableError
-        If a likelihood is not one of the supported families (see the module docstring).
+        If a likelihood is not one of the supported families (see the module docstring), or
+        with ``control_variates`` if one has no bounded second derivative (Laplace).
     """
     c = np.zeros(minibatch_model.n_data)
     used = np.zeros(minibatch_model.ndim, dtype=bool)
     for predictor in linear_predictors(minibatch_model):
-        c += predictor.lipschitz * np.linalg.norm(predictor.design, axis=1)
+        norms = np.linalg.norm(predictor.design, axis=1)
+        if not control_variates:
+            c += predictor.lipschitz * norms
+        elif predictor.curvature is None:
+            raise BoundsUnavailableError(
+                f"observed variable '{predictor.name}' ({predictor.family.__name__}) has no "
+                "bounded second derivative, so control-variate bounds do not apply; use "
+                "control_variates=False"
+            )
+        else:
+            c += predictor.curvature * norms**2
         used |= np.any(predictor.design != 0.0, axis=0)
-    return Bounds(c, _metric_indices=np.flatnonzero(used))
+    center = minibatch_model.find_map() if control_variates else None
+    return Bounds(c, center=center, _metric_indices=np.flatnonzero(used))
 
 
 def _family_predictor(name, rv):
@@ -128,16 +153,16 @@ def _family_predictor(name, rv):
                 f"observed variable '{name}' is Bernoulli but not parametrised by logit_p "
                 "(or p = invlogit(eta)); auto bounds need the logit link"
             )
-        return p.owner.inputs[0], pt.constant(1.0)
+        return p.owner.inputs[0], pt.constant(1.0), pt.constant(0.25)
     if isinstance(op, StudentTRV):
         nu, mu, sigma = params
-        return mu, (nu + 1.0) / (2.0 * pt.sqrt(nu) * sigma)
+        return mu, (nu + 1.0) / (2.0 * pt.sqrt(nu) * sigma), (nu + 1.0) / (nu * sigma**2)
     if isinstance(op, LaplaceRV):
         mu, b = params
-        return mu, 1.0 / b
+        return mu, 1.0 / b, None
     if isinstance(op, CauchyRV):
         alpha, beta = params
-        return alpha, 1.0 / beta
+        return alpha, 1.0 / beta, 2.0 / beta**2
     raise BoundsUnavailableError(
         f"cannot derive per-row bounds for observed variable '{name}' "
         f"({type(op).__name__}): supported are {SUPPORTED}. Pass "

@@ -3,7 +3,7 @@
 import numpy as np
 from pymc.blocking import RaveledVars
 
-from pymc_minibatch.bounds import Bounds, distance
+from pymc_minibatch.bounds import Bounds, metric
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.random_walk import propose
 from pymc_minibatch.kernels.tuna import RowBounds
@@ -17,7 +17,14 @@ BOUND_TOLERANCE = 1e-7
 class BoundedMinibatchStep(MetropolisStep):
     """Random-walk proposal, bounds ``c_i`` with metric ``M``, and an exact prior term.
 
-    Subclasses implement ``decide(theta, proposal, logprior_diff, m, logprior_pair)``,
+    With control-variate bounds (``bounds.center`` set), the row terms the kernel sees are
+    the residuals ``r_i(theta) = l_i(theta) - grad l_i(center) . (theta - center)``, and
+    their linear remainder ``G . (theta' - theta)``, with ``G`` the full-data gradient at the
+    center, joins the exact part of the acceptance ratio.
+
+    Subclasses implement ``decide(theta, proposal, exact_diff, m, row_pair, full_diff)``
+    (``exact_diff``: the log-ratio terms computed exactly; ``row_pair(idx)``: the row terms
+    at both points; ``full_diff()``: the exact full-data log-likelihood difference),
     returning a kernel ``Info`` with at least ``accept``, ``accepted``, ``nonfinite`` and
     ``bound_ratio``, and ``info_stats(info)`` for their extra statistics.
     """
@@ -29,10 +36,17 @@ class BoundedMinibatchStep(MetropolisStep):
         "bound_ratio": (np.float64, []),
     }
 
-    def __init__(self, vars=None, *, bounds="auto", model=None, **kwargs):
+    def __init__(self, vars=None, *, bounds="auto", control_variates=False, model=None, **kwargs):
         super().__init__(vars, model=model, **kwargs)
-        self.bounds = resolve_bounds(bounds, self.minibatch_model)
-        self.metric_indices = self.bounds.metric_indices(self.minibatch_model)
+        mm = self.minibatch_model
+        self.bounds = resolve_bounds(bounds, mm, control_variates)
+        self.metric_indices = self.bounds.metric_indices(mm)
+        center = self.bounds.center
+        self.center_gradient = (
+            None
+            if center is None
+            else mm.logp_and_grad(center)[1] - mm.logprior_and_grad(center)[1]
+        )
 
     def row_bounds(self):
         return RowBounds(self.bounds.c, self.bounds.total, self.bounds.alias_table.sample)
@@ -41,16 +55,26 @@ class BoundedMinibatchStep(MetropolisStep):
         model = self.minibatch_model
         theta = q0.data
         proposal = propose(self.rng, theta, self.step_size, self.proposal_chol)
-        m = distance(theta, proposal, self.metric_indices)
+        m = metric(self.bounds, theta, proposal, self.metric_indices)
         logprior_current = self._current_logprior(theta)
         logprior_proposal = model.logprior(proposal)
-        info = self.decide(
-            theta,
-            proposal,
-            logprior_proposal - logprior_current,
-            m,
-            (logprior_current, logprior_proposal),
-        )
+        exact_diff = logprior_proposal - logprior_current
+        if self.center_gradient is not None:
+            exact_diff += float(self.center_gradient @ (proposal - theta))
+
+        def row_pair(idx):
+            current, proposed = model.loglik_pair(theta, proposal, idx)
+            if self.center_gradient is not None:
+                slopes = model.grad_loglik(self.bounds.center, idx, per_row=True)
+                proposed = proposed - slopes @ (proposal - theta)
+            return current, proposed
+
+        def full_diff():
+            return (model.logp(proposal) - logprior_proposal) - (
+                model.logp(theta) - logprior_current
+            )
+
+        info = self.decide(theta, proposal, exact_diff, m, row_pair, full_diff)
         if info.bound_ratio > 1.0 + BOUND_TOLERANCE:
             raise BoundViolationError(
                 f"{type(self).__name__}: |U_i(theta') - U_i(theta)| reached "
@@ -74,17 +98,11 @@ class BoundedMinibatchStep(MetropolisStep):
         self.adapt_step_size(info.accept)
         return RaveledVars(theta, q0.point_map_info), [stats]
 
-    def decide(self, theta, proposal, logprior_diff, m, logprior_pair):
+    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff):
         raise NotImplementedError
 
     def info_stats(self, info):
         return {}
-
-    def full_loglik_diff(self, theta, proposal, logprior_pair):
-        """Full-data log-likelihood difference (for fallback steps)."""
-        logprior_current, logprior_proposal = logprior_pair
-        model = self.minibatch_model
-        return (model.logp(proposal) - logprior_proposal) - (model.logp(theta) - logprior_current)
 
     def _current_logprior(self, theta):
         # reuse the accepted proposal's log-prior unless another step of a CompoundStep may
@@ -97,10 +115,21 @@ class BoundedMinibatchStep(MetropolisStep):
         return value
 
 
-def resolve_bounds(bounds, minibatch_model):
-    """``"auto"`` -> derived bounds; a :class:`Bounds` is checked against the model."""
+def resolve_bounds(bounds, minibatch_model, control_variates=False):
+    """``"auto"`` -> derived bounds; a :class:`Bounds` is checked against the model.
+
+    ``control_variates``: True, False, or "auto" (with them where every likelihood has a
+    bounded second derivative, without them otherwise).
+    """
     if isinstance(bounds, str) and bounds == "auto":
-        return derive_bounds(minibatch_model)
+        if control_variates == "auto":
+            try:
+                return derive_bounds(minibatch_model, control_variates=True)
+            except BoundsUnavailableError as err:
+                if "second derivative" not in str(err):
+                    raise
+                return derive_bounds(minibatch_model, control_variates=False)
+        return derive_bounds(minibatch_model, control_variates=bool(control_variates))
     if isinstance(bounds, Bounds):
         if bounds.c.shape != (minibatch_model.n_data,):
             raise ValueError(

@@ -34,12 +34,5 @@ class TFMH(BoundedMinibatchStep):
 
     name = "tfmh"
 
-    def decide(self, theta, proposal, logprior_diff, m, logprior_pair):
-        model = self.minibatch_model
-        return tfmh_step(
-            self.rng,
-            logprior_diff,
-            m,
-            self.row_bounds(),
-            lambda idx: model.loglik_pair(theta, proposal, idx),
-        )
+    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff):
+        return tfmh_step(self.rng, exact_diff, m, self.row_bounds(), row_pair)

@@ -18,6 +18,7 @@ MAX_BATCH_FRACTION = 0.1
 @dataclass_state
 class TunaMHState(MetropolisStepState):
     chi: float
+    mean_metric: float | None
 
 
 class TunaMH(BoundedMinibatchStep):
@@ -29,6 +30,12 @@ class TunaMH(BoundedMinibatchStep):
     Metropolis-Hastings", NeurIPS; update rule in :mod:`pymc_minibatch.kernels.tuna`).
     The prior and transform Jacobians enter the acceptance ratio exactly.
 
+    With control variates (the default where the likelihood allows them), TunaMH runs on
+    the residuals of a first-order Taylor expansion of each row's log-likelihood around
+    the MAP, whose bounds shrink with the distance to the MAP (Cornish et al. 2019, ICML;
+    see :mod:`pymc_minibatch.bounds`): batches then stay small as N grows, where plain
+    Lipschitz bounds make them grow like sqrt(N).
+
     Parameters
     ----------
     vars : list of variables, optional
@@ -37,13 +44,16 @@ class TunaMH(BoundedMinibatchStep):
         Per-row constants with ``|U_i(theta) - U_i(theta')| <= c_i M(theta, theta')``.
         ``"auto"`` derives them from the model for logistic, Student-t, Laplace and Cauchy
         regressions with fixed scale (see :mod:`pymc_minibatch.model.lipschitz`).
+    control_variates : {"auto", True, False}, default "auto"
+        With ``bounds="auto"``: use Taylor control variates around the MAP (one L-BFGS fit
+        on the full data at construction) when every likelihood has a bounded second
+        derivative ("auto": otherwise plain bounds). User bounds carry their own ``center``.
     chi : float, optional
         TunaMH's ``chi > 0``: larger values give acceptance closer to full-data MH at the
-        cost of larger batches (expected batch ``lambda = chi C^2 m^2 + C m``). ``None``
-        tunes it with the step size: ``chi = kappa / (C E[m])`` with ``kappa = 5``, lowered
-        if needed so that the expected batch ``(1 + kappa) C E[m]`` stays below N / 10,
-        where ``E[m]`` is the mean proposal distance at the current step size. Frozen
-        after tuning.
+        cost of larger batches (expected batch ``lambda = chi C^2 M^2 + C M``). ``None``
+        tunes it with the step size: ``chi = kappa / (C Mbar)`` with ``kappa = 5`` and
+        ``Mbar`` a running mean of ``M`` over the tuning steps, lowered if needed so that the
+        expected batch ``(1 + kappa) C Mbar`` stays below N / 10. Frozen after tuning.
     step_size : float, optional
         Initial random-walk scale; default ``2.38 / sqrt(ndim * N)``, then tuned.
     proposal_cov : array, optional
@@ -87,6 +97,7 @@ class TunaMH(BoundedMinibatchStep):
         vars=None,
         *,
         bounds="auto",
+        control_variates="auto",
         chi=None,
         step_size=None,
         proposal_cov=None,
@@ -103,6 +114,7 @@ class TunaMH(BoundedMinibatchStep):
         super().__init__(
             vars,
             bounds=bounds,
+            control_variates=control_variates,
             step_size=step_size,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
@@ -110,54 +122,36 @@ class TunaMH(BoundedMinibatchStep):
             blocked=blocked,
             rng=rng,
         )
-        self.mean_unit_distance = _mean_unit_distance(
-            self.proposal_chol, self.minibatch_model.ndim, self.metric_indices
-        )
-        self.chi = self._chi_for(self.step_size)
 
     def reset_tuning(self):
         super().reset_tuning()
-        if hasattr(self, "mean_unit_distance"):
-            self.chi = self._chi_for(self.step_size)
+        self.mean_metric = None
+        self.chi = self.fixed_chi
 
-    def _chi_for(self, step_size):
-        if self.fixed_chi is not None:
-            return self.fixed_chi
-        floor = self.bounds.total * step_size * self.mean_unit_distance  # C E[m]
+    def _tuned_chi(self):
+        floor = self.bounds.total * self.mean_metric  # C Mbar: the batch when chi = 0
         kappa = min(TARGET_KAPPA, MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
         return max(kappa, 0.1) / floor
 
-    def stop_tuning(self):
-        super().stop_tuning()
-        self.chi = self._chi_for(self.step_size)
-
-    def decide(self, theta, proposal, logprior_diff, m, logprior_pair):
-        model = self.minibatch_model
+    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff):
+        if self.fixed_chi is None and (self.tune or self.chi is None):
+            # running mean of M while tuning (also seeds chi when a chain starts untuned)
+            weight = 1.0 if self.mean_metric is None else 0.05
+            self.mean_metric = (
+                m if self.mean_metric is None else ((1 - weight) * self.mean_metric + weight * m)
+            )
+            self.chi = self._tuned_chi() if self.mean_metric > 0 else 1.0
         return tuna_step(
             self.rng,
-            logprior_diff,
+            exact_diff,
             m,
             self.chi,
             self.row_bounds(),
-            lambda idx: model.loglik_pair(theta, proposal, idx),
-            lambda: self.full_loglik_diff(theta, proposal, logprior_pair),
-            model.n_data,
+            row_pair,
+            full_diff,
+            self.minibatch_model.n_data,
             self.fallback,
         )
 
     def info_stats(self, info):
         return {"kept": info.kept, "fallback": info.fallback, "chi": self.chi}
-
-    def adapt_step_size(self, accept_prob):
-        super().adapt_step_size(accept_prob)
-        if self.tune:
-            self.chi = self._chi_for(self.step_size)
-
-
-def _mean_unit_distance(chol, ndim, indices, n_samples=4000):
-    """E ||(L z)_S|| for z ~ N(0, I): the metric distance per unit step size."""
-    z = np.random.default_rng(0).standard_normal((n_samples, ndim))  # fixed: a constant
-    moves = z if chol is None else z @ chol.T
-    if indices is not None:
-        moves = moves[:, indices]
-    return float(np.mean(np.linalg.norm(moves, axis=1)))
