@@ -26,7 +26,7 @@ def build_parser():
         description="Compare a minibatch sampler with PyMC's NUTS on a synthetic tall "
         "logistic regression and plot both posteriors.",
     )
-    parser.add_argument("--n-rows", type=int, default=100_000, help="rows N (default 1e5)")
+    parser.add_argument("--n-rows", type=int, default=50_000, help="rows N (default 50,000)")
     parser.add_argument("--n-features", type=int, default=5, help="covariates d (default 5)")
     parser.add_argument("--sampler", choices=sorted(SAMPLERS), default="tunamh")
     parser.add_argument("--draws", type=int, default=5000, help="minibatch draws per chain")

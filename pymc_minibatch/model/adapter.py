@@ -23,6 +23,8 @@ from pymc_minibatch.model.rows import RowSource
 
 #: Rows per call when a method runs over all the data (bounds memory for memmap data).
 FULL_DATA_CHUNK_ROWS = 2**17
+#: Rows per vectorised Jacobian call (its cost grows with the square of the rows).
+JACOBIAN_BLOCK_ROWS = 128
 
 
 class MinibatchModel:
@@ -159,15 +161,33 @@ class MinibatchModel:
         Returns the gradient of the sum over rows, shape ``(ndim,)``, or with
         ``per_row=True`` one gradient per row, shape ``(len(idx), ndim)``.
         """
+        theta = self._as_theta(theta)
         if not per_row:
-            return self._call("grad_loglik", self._as_theta(theta), *self._rows.gather(idx))[1]
-        idx = np.asarray(idx)
+            return self._call("grad_loglik", theta, *self._rows.gather(idx))[1]
+        idx = np.asarray(idx).ravel()
+        # a vectorised Jacobian costs O(B^2): work in blocks of JACOBIAN_BLOCK_ROWS rows
+        blocks = [
+            self._jacobian_block(theta, idx[start : start + JACOBIAN_BLOCK_ROWS])
+            for start in range(0, idx.size, JACOBIAN_BLOCK_ROWS)
+        ]
+        return np.concatenate(blocks) if blocks else np.empty((0, self.ndim))
+
+    def _jacobian_block(self, theta, idx):
         if idx.size == 1:
             # PyTensor 2.x raises on a vectorised Jacobian over a single gathered row
             # (AdvancedIncSubtensor1 runtime-broadcasting check): evaluate the row twice
-            rows = self._rows.gather(np.repeat(idx.ravel(), 2))
-            return self._call("grad_loglik_rows", self._as_theta(theta), *rows)[1][:1]
-        return self._call("grad_loglik_rows", self._as_theta(theta), *self._rows.gather(idx))[1]
+            return self._call("grad_loglik_rows", theta, *self._rows.gather(np.repeat(idx, 2)))[1][
+                :1
+            ]
+        return self._call("grad_loglik_rows", theta, *self._rows.gather(idx))[1]
+
+    def directional_grad_loglik(self, theta, direction, idx):
+        """Per-row directional derivatives ``grad l_i(theta) . direction``, shape (len(idx),).
+
+        One forward-mode product (Jacobian times vector) over the batch, in O(len(idx)).
+        """
+        theta, direction = self._as_theta(theta), self._as_theta(direction)
+        return self._call("directional_grad_loglik", theta, direction, *self._rows.gather(idx))
 
     def grad_estimate(self, theta, idx):
         """Unbiased minibatch estimate of the log posterior and its gradient.
@@ -300,6 +320,14 @@ class MinibatchModel:
         elif name == "grad_loglik_rows":
             jac = pytensor.gradient.jacobian(ll, theta, vectorize=True)
             inputs, outputs = [theta, *rows], [ll, jac]
+        elif name == "directional_grad_loglik":
+            # J v by the double-backward trick: J v = d/du [ (u' J) . v ]
+            direction = theta.type("direction")
+            weights = ll.type("weights")
+            row_weighted_grad = pytensor.grad((ll * weights).sum(), theta)
+            jvp = pytensor.grad(row_weighted_grad @ direction, weights)
+            (jvp,) = clone_replace([jvp], replace={weights: pt.ones_like(ll)})
+            inputs, outputs = [theta, direction, *rows], jvp
         elif name == "grad_estimate":
             scale = pt.scalar("scale", dtype="float64")
             value = self._logprior + scale * ll.sum()

@@ -65,8 +65,9 @@ class BoundedMinibatchStep(MetropolisStep):
         def row_pair(idx):
             current, proposed = model.loglik_pair(theta, proposal, idx)
             if self.center_gradient is not None:
-                slopes = model.grad_loglik(self.bounds.center, idx, per_row=True)
-                proposed = proposed - slopes @ (proposal - theta)
+                proposed = proposed - model.directional_grad_loglik(
+                    self.bounds.center, proposal - theta, idx
+                )
             return current, proposed
 
         def full_diff():
