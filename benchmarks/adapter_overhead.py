@@ -187,8 +187,9 @@ def check_against_floor(mm, floor, theta, theta2, rng):
     ll_np = floor.loglik(theta, idx)
     assert ll.shape == ll_np.shape == (idx.size,)
     assert np.allclose(ll, ll_np, rtol=1e-10, atol=1e-12), "loglik differs from the NumPy floor"
-    for got, want in zip(mm.loglik_pair(theta, theta2, idx), floor.loglik_pair(theta, theta2, idx),
-                         strict=True):
+    for got, want in zip(
+        mm.loglik_pair(theta, theta2, idx), floor.loglik_pair(theta, theta2, idx), strict=True
+    ):
         assert np.allclose(got, want, rtol=1e-10, atol=1e-12), "loglik_pair differs from NumPy"
     value, grad = mm.grad_estimate(theta, idx)
     value_np, grad_np = floor.grad_estimate(theta, idx)
@@ -230,8 +231,10 @@ def bench_n(n_data, batch_sizes, seed, log):
 
     check_against_floor(mm, floor, theta, theta2, rng)
     check_full_data(mm, floor, theta)
-    log(f"  N={fmt_n(n_data)}: data+model+adapter {t_build:.1f} s, compile/warm-up "
-        f"{t_compile:.1f} s; adapter == NumPy floor on a check batch: OK")
+    log(
+        f"  N={fmt_n(n_data)}: data+model+adapter {t_build:.1f} s, compile/warm-up "
+        f"{t_compile:.1f} s; adapter == NumPy floor on a check batch: OK"
+    )
 
     adapter_fns = {
         "loglik": lambda idx: mm.loglik(theta, idx),
@@ -249,18 +252,31 @@ def bench_n(n_data, batch_sizes, seed, log):
         repeats = repeats_for(batch_size)
         for call in CALLS:
             t_mm, t_np, n_mm, n_np = time_pair(adapter_fns[call], floor_fns[call], pool, repeats)
-            rows.append({
-                "N": n_data, "B": batch_size, "call": call,
-                "us": t_mm * 1e6, "numpy_us": t_np * 1e6, "ratio": t_mm / t_np,
-                "loops": n_mm, "numpy_loops": n_np, "repeats": repeats,
-            })
+            rows.append(
+                {
+                    "N": n_data,
+                    "B": batch_size,
+                    "call": call,
+                    "us": t_mm * 1e6,
+                    "numpy_us": t_np * 1e6,
+                    "ratio": t_mm / t_np,
+                    "loops": n_mm,
+                    "numpy_loops": n_np,
+                    "repeats": repeats,
+                }
+            )
 
     # one full-data logp_and_grad per N, in ms
     t_full, t_full_np, _, _ = time_pair(
         mm.logp_and_grad, floor.logp_and_grad, [theta] * 200, 3 if n_data >= 10**6 else 5, 1
     )
-    full = {"N": n_data, "call": "logp_and_grad", "ms": t_full * 1e3,
-            "numpy_ms": t_full_np * 1e3, "ratio": t_full / t_full_np}
+    full = {
+        "N": n_data,
+        "call": "logp_and_grad",
+        "ms": t_full * 1e3,
+        "numpy_ms": t_full_np * 1e3,
+        "ratio": t_full / t_full_np,
+    }
     return rows, full, {"N": n_data, "build_s": t_build, "compile_s": t_compile}
 
 
@@ -279,24 +295,29 @@ def print_table(rows, fulls, log):
         if previous is not None and (r["N"], r["B"]) != previous:
             log("")
         previous = (r["N"], r["B"])
-        log(f"{fmt_n(r['N']):>6} {r['B']:>6}  {r['call']:<14} {r['us']:>10.1f} "
-            f"{r['numpy_us']:>10.1f} {r['ratio']:>7.2f}")
+        log(
+            f"{fmt_n(r['N']):>6} {r['B']:>6}  {r['call']:<14} {r['us']:>10.1f} "
+            f"{r['numpy_us']:>10.1f} {r['ratio']:>7.2f}"
+        )
     log("")
     header = f"{'N':>6}  {'call':<14} {'ms/call':>10} {'numpy ms':>10} {'ratio':>7}"
     log("full data (all N rows):")
     log(header)
     log("-" * len(header))
     for f in fulls:
-        log(f"{fmt_n(f['N']):>6}  {f['call']:<14} {f['ms']:>10.2f} {f['numpy_ms']:>10.2f} "
-            f"{f['ratio']:>7.2f}")
+        log(
+            f"{fmt_n(f['N']):>6}  {f['call']:<14} {f['ms']:>10.2f} {f['numpy_ms']:>10.2f} "
+            f"{f['ratio']:>7.2f}"
+        )
 
 
 def evaluate_target(rows, log):
     """Per-B verdicts for the two halves of the target; returns them as dicts."""
-    log(f"target: ratio <= {TARGET_RATIO:g} at B <= {TARGET_MAX_B}; "
-        "µs at fixed B independent of N")
-    log(f"  (independent of N: t(N_max)/t(N_min) <= {N_GROWTH_LIMIT:g}, or <= "
-        f"{N_GROWTH_VS_FLOOR:g} x the NumPy floor's own growth)")
+    log(f"target: ratio <= {TARGET_RATIO:g} at B <= {TARGET_MAX_B}; µs at fixed B independent of N")
+    log(
+        f"  (independent of N: t(N_max)/t(N_min) <= {N_GROWTH_LIMIT:g}, or <= "
+        f"{N_GROWTH_VS_FLOOR:g} x the NumPy floor's own growth)"
+    )
     by_key = {(r["N"], r["B"], r["call"]): r for r in rows}
     ns = sorted({r["N"] for r in rows})
     verdicts = []
@@ -320,27 +341,37 @@ def evaluate_target(rows, log):
                 growth[call] = {"adapter": g_mm, "numpy": g_np, "holds": ok}
                 n_ok &= ok
             # the call closest to (or furthest past) its allowance
-            worst_call = max(growth, key=lambda c: growth[c]["adapter"] / max(
-                N_GROWTH_LIMIT, N_GROWTH_VS_FLOOR * growth[c]["numpy"]))
+            worst_call = max(
+                growth,
+                key=lambda c: (
+                    growth[c]["adapter"]
+                    / max(N_GROWTH_LIMIT, N_GROWTH_VS_FLOOR * growth[c]["numpy"])
+                ),
+            )
             w = growth[worst_call]
             n_text = ("holds " if n_ok else "FAILS ") + (
                 f"(worst x{w['adapter']:.2f} {worst_call}, NumPy x{w['numpy']:.2f}, "
-                f"N={fmt_n(ns[0])} -> {fmt_n(ns[-1])})")
+                f"N={fmt_n(ns[0])} -> {fmt_n(ns[-1])})"
+            )
         else:
             n_text = "n/a (one N only)"
-        log(f"  B={batch_size:<6} ratio<={TARGET_RATIO:g}: {ratio_text:<48} "
-            f"N-independent: {n_text}")
-        verdicts.append({
-            "B": batch_size,
-            "ratio_target_applies": batch_size <= TARGET_MAX_B,
-            "ratio_holds": ratio_ok,
-            "max_ratio": worst["ratio"],
-            "n_independent_holds": n_ok if len(ns) > 1 else None,
-            "n_growth": growth,
-        })
+        log(
+            f"  B={batch_size:<6} ratio<={TARGET_RATIO:g}: {ratio_text:<48} N-independent: {n_text}"
+        )
+        verdicts.append(
+            {
+                "B": batch_size,
+                "ratio_target_applies": batch_size <= TARGET_MAX_B,
+                "ratio_holds": ratio_ok,
+                "max_ratio": worst["ratio"],
+                "n_independent_holds": n_ok if len(ns) > 1 else None,
+                "n_growth": growth,
+            }
+        )
     applicable = [v for v in verdicts if v["ratio_target_applies"]]
     overall = all(v["ratio_holds"] for v in applicable) and all(
-        v["n_independent_holds"] is not False for v in verdicts)
+        v["n_independent_holds"] is not False for v in verdicts
+    )
     log(f"  overall: target {'holds' if overall else 'does NOT hold'}")
     return verdicts, overall
 
@@ -365,10 +396,22 @@ def environment():
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
-    parser.add_argument("--n-data", type=int, nargs="+", default=list(DEFAULT_N_DATA),
-                        metavar="N", help="numbers of rows (default: %(default)s)")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(DEFAULT_BATCH_SIZES),
-                        metavar="B", help="batch sizes (default: %(default)s)")
+    parser.add_argument(
+        "--n-data",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_N_DATA),
+        metavar="N",
+        help="numbers of rows (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_BATCH_SIZES),
+        metavar="B",
+        help="batch sizes (default: %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=20260101, help="data and index seed")
     return parser.parse_args(argv)
 
@@ -383,11 +426,15 @@ def main(argv=None):
 
     start = time.perf_counter()
     env = environment()
-    log(f"adapter overhead: Python {env['python']}, PyMC {env['pymc']}, PyTensor "
+    log(
+        f"adapter overhead: Python {env['python']}, PyMC {env['pymc']}, PyTensor "
         f"{env['pytensor']}, NumPy {env['numpy']}; linker={env['pytensor_linker']}, "
-        f"blas_ldflags={env['pytensor_blas_ldflags'] or '(none)'}, {env['cpu_count']} CPUs")
-    log(f"model: Bernoulli-logit regression, d={N_FEATURES}, beta ~ Normal(0, 1); "
-        "idx uniform with replacement, pre-drawn")
+        f"blas_ldflags={env['pytensor_blas_ldflags'] or '(none)'}, {env['cpu_count']} CPUs"
+    )
+    log(
+        f"model: Bernoulli-logit regression, d={N_FEATURES}, beta ~ Normal(0, 1); "
+        "idx uniform with replacement, pre-drawn"
+    )
 
     rows, fulls, setup = [], [], []
     for n_data in args.n_data:
@@ -411,7 +458,7 @@ def main(argv=None):
             "full_data": fulls,
             "target": {
                 "text": f"ratio <= {TARGET_RATIO:g} at B <= {TARGET_MAX_B}; "
-                        "µs at fixed B independent of N",
+                "µs at fixed B independent of N",
                 "per_batch_size": verdicts,
                 "holds": overall,
             },

@@ -136,10 +136,8 @@ class TunaMH(BoundedMinibatchStep):
     def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff):
         if self.fixed_chi is None and (self.tune or self.chi is None):
             # running mean of M while tuning (also seeds chi when a chain starts untuned)
-            weight = 1.0 if self.mean_metric is None else 0.05
-            self.mean_metric = (
-                m if self.mean_metric is None else ((1 - weight) * self.mean_metric + weight * m)
-            )
+            previous = self.mean_metric
+            self.mean_metric = m if previous is None else 0.95 * previous + 0.05 * m
             self.chi = self._tuned_chi() if self.mean_metric > 0 else 1.0
         return tuna_step(
             self.rng,
