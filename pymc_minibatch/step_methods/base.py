@@ -113,6 +113,16 @@ class MetropolisStep(MinibatchStep):
             self.step_size = dual_averaging_final(self.adaptation)
         super().stop_tuning()
 
+    def metropolis_stats(self, info):
+        """The statistics every Metropolis step reports, from a kernel ``Info``."""
+        return {
+            "tune": self.tune,
+            "accept": info.accept,
+            "accepted": info.accepted,
+            "step_size": self.step_size,
+            "nonfinite": info.nonfinite,
+        }
+
     def adapt_step_size(self, accept_prob):
         """Move the step size toward ``target_accept`` (only while tuning)."""
         if self.tune:

@@ -83,11 +83,7 @@ class BoundedMinibatchStep(MetropolisStep):
                 "small for this model, so the draws would not be exact. Pass larger bounds."
             )
         stats = {
-            "tune": self.tune,
-            "accept": info.accept,
-            "accepted": info.accepted,
-            "step_size": self.step_size,
-            "nonfinite": info.nonfinite,
+            **self.metropolis_stats(info),
             "batch_size": info.batch_size,
             "expected_batch_size": info.expected_batch_size,
             "bound_ratio": info.bound_ratio,

@@ -15,7 +15,7 @@ from pymc_minibatch.kernels.flymc import (
     log_bound,
     log_bright_weight,
 )
-from pymc_minibatch.kernels.random_walk import log_accept_to_prob, propose
+from pymc_minibatch.kernels.random_walk import RWInfo, log_accept_to_prob, propose
 from pymc_minibatch.model.lipschitz import linear_predictors
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 
@@ -138,18 +138,18 @@ class FlyMC(MetropolisStep):
         proposal = propose(self.rng, theta, self.step_size, self.proposal_chol)
         bright = np.flatnonzero(self.bright)
         log_ratio, nonfinite = self._log_ratio(theta, proposal, bright)
-        accept = 0.0 if nonfinite else log_accept_to_prob(log_ratio)
         accepted = (not nonfinite) and bool(np.log(self.rng.uniform()) < log_ratio)
+        info = RWInfo(
+            accept=0.0 if nonfinite else log_accept_to_prob(log_ratio),
+            accepted=accepted,
+            nonfinite=nonfinite,
+        )
         stats = {
-            "tune": self.tune,
-            "accept": accept,
-            "accepted": accepted,
-            "step_size": self.step_size,
-            "nonfinite": nonfinite,
+            **self.metropolis_stats(info),
             "batch_size": rows_touched + bright.size,
             "n_bright": bright.size,
         }
-        self.adapt_step_size(accept)
+        self.adapt_step_size(info.accept)
         return RaveledVars(proposal if accepted else theta, q0.point_map_info), [stats]
 
     def _log_bounds(self, theta, rows):

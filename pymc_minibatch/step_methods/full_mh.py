@@ -47,14 +47,7 @@ class FullMH(MetropolisStep):
             self.rng, self._current_state(q0.data), model.logp, self.step_size, self.proposal_chol
         )
         self._last_state = state
-        stats = {
-            "tune": self.tune,
-            "accept": info.accept,
-            "accepted": info.accepted,
-            "step_size": self.step_size,
-            "nonfinite": info.nonfinite,
-            "batch_size": model.n_data,
-        }
+        stats = {**self.metropolis_stats(info), "batch_size": model.n_data}
         self.adapt_step_size(info.accept)
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
