@@ -17,6 +17,7 @@ from pymc.util import get_value_vars_from_user_vars
 from pymc.vartypes import continuous_types
 from pytensor.graph.replace import clone_replace
 
+from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch.exceptions import NonFactorizableError
 from pymc_minibatch.model.graph import build_row_graph
 from pymc_minibatch.model.rows import RowSource
@@ -49,7 +50,8 @@ class MinibatchModel:
         Confirm at construction that per-row values do not depend on which other rows are
         in the batch (catches lags and reductions over rows that structure alone misses).
     mode : str or pytensor.compile.Mode, optional
-        PyTensor compilation mode (default: PyTensor's default linker).
+        PyTensor compilation mode (default: PyTensor's default, without its BLAS rewrites
+        when PyTensor's C backend has no BLAS to link, as with PyMC 5's pip wheels).
 
     Raises
     ------
@@ -77,7 +79,7 @@ class MinibatchModel:
     def __init__(self, model=None, vars=None, *, check=True, mode=None, _shared=None):
         model = pm.modelcontext(model)
         self.model = model
-        self.mode = mode
+        self.mode = default_compile_mode() if mode is None else mode
         self.value_vars = _select_value_vars(model, vars)
         self.var_names = [v.name for v in self.value_vars]
         self._initial_point = model.initial_point()
