@@ -131,7 +131,7 @@ def run_problem(label, model, n_rows, samplers, seed=11):
         result["max_err_sd"] = float(np.max(error / ref_sd))
         # the same error in units of the Monte Carlo standard error of the difference
         combined = np.hypot(np.array(result["mcse"]), ref_mcse)
-        result["max_err_mcse"] = float(np.max(error / combined)) if result is not reference else 0.0
+        result["max_err_mcse"] = 0.0 if result is reference else float(np.max(error / combined))
     print_table(results)
     return results
 
@@ -140,7 +140,7 @@ def print_table(results):
     header = (
         f"  {'sampler':<7} {'draws':>6} {'setup s':>8} {'sample s':>9} {'ESS':>8} "
         f"{'ESS/s':>9} {'/NUTS':>7} {'rows/draw':>11} {'floor':>9} {'accept':>7} "
-        f"{'err/sd':>7}"
+        f"{'err/sd':>7} {'err/mcse':>8}"
     )
     print(header)
     for r in results:
@@ -148,7 +148,8 @@ def print_table(results):
         print(
             f"  {r['sampler']:<7} {r['draws']:>6} {r['setup_s']:8.1f} {r['sample_s']:9.1f} "
             f"{r['ess']:8.1f} {r['ess_per_s']:9.2f} {r['ratio_to_nuts']:7.2f} "
-            f"{r['rows_per_draw']:11.0f} {floor} {r['accept']:7.2f} {r['max_err_sd']:7.2f}"
+            f"{r['rows_per_draw']:11.0f} {floor} {r['accept']:7.2f} {r['max_err_sd']:7.2f} "
+            f"{r['max_err_mcse']:8.2f}"
         )
 
 
