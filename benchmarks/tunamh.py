@@ -14,8 +14,8 @@ found once and reported), and the table shows, per sampler:
 - err/sd: max over parameters of |mean - NUTS mean| / NUTS sd; err/mcse: the same error over
   the Monte Carlo standard error of the difference (values up to ~3 are noise).
 
-Run ``python benchmarks/tunamh.py`` (about 10–15 minutes on 2 cores); ``--quick`` runs the
-smallest size only. Writes ``--json`` and ``--plot`` (PNG) files.
+Run ``python benchmarks/tunamh.py`` (about 15–20 minutes on 2 cores, most of it NUTS at
+N = 1e6); ``--quick`` runs the smallest size only. Writes ``--json`` and ``--plot`` (PNG) files.
 """
 
 import argparse
@@ -34,7 +34,7 @@ from pymc_minibatch._compat import posterior, sample_stats
 
 # (tune, draws) per sampler and N, sized so that the whole run stays well under 20 minutes
 BUDGETS = {
-    "NUTS": {10**4: (500, 1000), 10**5: (300, 700), 10**6: (200, 500)},
+    "NUTS": {10**4: (500, 1000), 10**5: (300, 700), 10**6: (150, 250)},
     "FullMH": {10**4: (1000, 4000), 10**5: (500, 1500), 10**6: (200, 400)},
     "TunaMH": {10**4: (1000, 10000), 10**5: (2000, 20000), 10**6: (2000, 50000)},
     "TFMH": {10**4: (1000, 5000), 10**5: (1000, 5000), 10**6: (1000, 5000)},
