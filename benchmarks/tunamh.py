@@ -188,6 +188,9 @@ def plot(results, path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only N = 1e4")
+    parser.add_argument(
+        "--problems", nargs="+", choices=["logistic", "robust"], default=["logistic", "robust"]
+    )
     parser.add_argument("--json", default="benchmarks/results/tunamh.json")
     parser.add_argument("--plot", default="benchmarks/results/tunamh.png")
     args = parser.parse_args(argv)
@@ -197,9 +200,9 @@ def main(argv=None):
     sizes = [10**4] if args.quick else [10**4, 10**5, 10**6]
     logistic_samplers = ["NUTS", "FullMH", "TunaMH", "TFMH", "FlyMC"]
     results = []
-    for n_rows in sizes:
+    for n_rows in sizes if "logistic" in args.problems else []:
         results += run_problem("logistic", logistic_model(n_rows), n_rows, logistic_samplers)
-    if not args.quick:
+    if not args.quick and "robust" in args.problems:
         # FlyMC has no collapsible bound for Student-t rows
         results += run_problem(
             "robust", robust_regression_model(), 10**5, ["NUTS", "FullMH", "TunaMH", "TFMH"]
