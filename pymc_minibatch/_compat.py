@@ -71,10 +71,34 @@ def plot_forest_comparison(results, path):
 
     matplotlib.use("Agg")
     if int(az.__version__.split(".")[0]) >= 1:
-        az.plot_forest(dict(results), combined=True, backend="matplotlib").savefig(path)
+        # ArviZ 1.x aligns the results on (chain, draw): give them equal lengths first
+        collection = az.plot_forest(
+            _equal_length_posteriors(results), combined=True, backend="matplotlib",
+            aes={"color": ["model"]},
+        )  # fmt: skip
+        collection.add_legend("model")
+        collection.savefig(path)
         return
     import matplotlib.pyplot as plt
 
     az.plot_forest(list(results.values()), model_names=list(results), combined=True)
     plt.savefig(path, bbox_inches="tight")
     plt.close("all")
+
+
+def _equal_length_posteriors(results):
+    """Posteriors as one-chain DataTrees with the same number of (evenly thinned) draws."""
+    import numpy as np
+    import xarray as xr
+
+    stacked = {
+        label: posterior(idata).stack(sample=("chain", "draw")) for label, idata in results.items()
+    }
+    n_draws = min(ds.sizes["sample"] for ds in stacked.values())
+    trees = {}
+    for label, ds in stacked.items():
+        keep = np.linspace(0, ds.sizes["sample"] - 1, n_draws).astype(int)
+        thinned = ds.isel(sample=keep).drop_vars(["sample", "chain", "draw"])
+        thinned = thinned.rename(sample="draw").expand_dims("chain")
+        trees[label] = xr.DataTree.from_dict({"posterior": thinned.transpose("chain", "draw", ...)})
+    return trees
