@@ -12,6 +12,7 @@ from pymc_minibatch.exceptions import (
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.step_methods.flymc import FlyMC
 from pymc_minibatch.step_methods.full_mh import FullMH
+from pymc_minibatch.step_methods.poisson_mh import PoissonMH
 from pymc_minibatch.step_methods.tfmh import TFMH
 from pymc_minibatch.step_methods.tuna import TunaMH
 
@@ -22,6 +23,7 @@ __all__ = [
     "FullMH",
     "MinibatchModel",
     "NonFactorizableError",
+    "PoissonMH",
     "TFMH",
     "TunaMH",
     "bounds",

@@ -14,6 +14,12 @@ if ``|d^2 U_i / d eta^2| <= K_i`` for a linear predictor ``eta_i = x_i . theta``
 ``|R_i(theta) - R_i(theta')| <= K_i ||x_i||^2 M``. Near the mode ``M`` is of the order of
 ``step^2``, so the expected batch ``C M`` stays small however many rows there are.
 :func:`pymc_minibatch.model.lipschitz.derive_bounds` obtains both kinds from a PyMC model.
+
+:class:`GlobalBounds` are the stronger bounds PoissonMH needs (Zhang & De Sa 2019): an
+interval ``[lower_i, upper_i]`` holding each row's log-likelihood for every ``theta`` in the
+support. They exist only when the parameters live on a bounded set;
+:func:`pymc_minibatch.model.lipschitz.derive_global_bounds` obtains them for the same
+regressions when their coefficients have ``Uniform`` priors.
 """
 
 import numpy as np
@@ -72,6 +78,68 @@ class Bounds:
         if self.metric_vars is None:
             return None
         return minibatch_model.theta_indices(self.metric_vars)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_alias": None}  # rebuilt on demand, never shipped
+
+
+class GlobalBounds:
+    """Per-row global bounds ``lower_i <= log p(y_i | theta) <= upper_i`` for PoissonMH.
+
+    The bounds must hold for every ``theta`` the prior allows (outside its support the
+    prior is zero and proposals there are rejected before any row is evaluated).
+
+    Parameters
+    ----------
+    lower, upper : array_like, shape (N,) or scalars
+        Finite bounds with ``lower <= upper``, one pair per row in row order (scalars are
+        broadcast to every row once the number of rows is known).
+
+    Examples
+    --------
+    A Bernoulli likelihood with success probability restricted to ``[0.2, 0.8]`` has
+    ``log 0.2 <= log p(y_i | p) <= log 0.8`` for every row:
+
+    >>> import numpy as np
+    >>> bounds = GlobalBounds(np.log(0.2), np.log(0.8))
+    """
+
+    def __init__(self, lower, upper):
+        lower = np.asarray(lower, dtype=np.float64)
+        upper = np.asarray(upper, dtype=np.float64)
+        if lower.ndim > 1 or upper.ndim > 1:
+            raise ValueError("global bounds must be scalars or 1-D arrays with one value per row")
+        lower, upper = np.broadcast_arrays(lower, upper)
+        if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+            raise ValueError("global bounds must be finite")
+        if np.any(upper < lower):
+            raise ValueError("global bounds need lower <= upper for every row")
+        if np.all(upper == lower):
+            raise ValueError("global bounds with upper == lower everywhere: nothing to sample")
+        self.lower = lower.copy()
+        self.upper = upper.copy()
+        self.spread = upper - lower
+        """``M_i = upper_i - lower_i``."""
+        self.total = float(np.sum(self.spread))
+        """``L = sum_i M_i``: the expected batch of PoissonMH is ``lambda + L``."""
+        self._alias = None
+
+    def for_rows(self, n_data):
+        """These bounds with one value per row of ``n_data`` rows (scalars broadcast)."""
+        if self.lower.ndim == 0:
+            return GlobalBounds(np.full(n_data, self.lower), np.full(n_data, self.upper))
+        if self.lower.shape != (n_data,):
+            raise ValueError(
+                f"global bounds have {self.lower.size} values but the model has {n_data} rows"
+            )
+        return self
+
+    @property
+    def alias_table(self):
+        """Alias table drawing row ``i`` with probability ``M_i / L`` (built once, on demand)."""
+        if self._alias is None:
+            self._alias = AliasTable(self.spread)
+        return self._alias
 
     def __getstate__(self):
         return {**self.__dict__, "_alias": None}  # rebuilt on demand, never shipped

@@ -22,6 +22,12 @@ For control variates (bounds on Taylor residuals around a center) the second der
 must be bounded too, ``|f''| <= K_i``: 1/4 (Bernoulli-logit), ``(nu + 1) / (nu s^2)``
 (Student-t; its maximum is at zero residual), ``2 / beta^2`` (Cauchy); Laplace has a kink
 and gets none.
+
+For PoissonMH's global bounds the coefficients entering ``eta`` must range over a box:
+each needs a ``Uniform`` prior with fixed limits and ``default_transform=None`` (so that ``eta``
+stays linear in what is sampled, and the box is the support). Over the box ``eta_i``
+spans an interval of width ``w_i = sum_j |x_ij| (b_j - a_j)`` centred on its value at the
+box center ``theta_c``, so ``|l_i(theta) - l_i(theta_c)| <= L_i w_i / 2``.
 """
 
 from typing import NamedTuple
@@ -31,9 +37,15 @@ import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
 from pytensor.scalar.math import Sigmoid
 from pytensor.tensor.elemwise import Elemwise
-from pytensor.tensor.random.basic import BernoulliRV, CauchyRV, LaplaceRV, StudentTRV
+from pytensor.tensor.random.basic import (
+    BernoulliRV,
+    CauchyRV,
+    LaplaceRV,
+    StudentTRV,
+    UniformRV,
+)
 
-from pymc_minibatch.bounds import Bounds
+from pymc_minibatch.bounds import Bounds, GlobalBounds
 from pymc_minibatch.exceptions import BoundsUnavailableError
 
 SUPPORTED = "Bernoulli(logit_p=...), StudentT, Laplace, Cauchy location regressions"
@@ -138,6 +150,63 @@ def derive_bounds(minibatch_model, control_variates=False):
         used |= np.any(predictor.design != 0.0, axis=0)
     center = minibatch_model.find_map() if control_variates else None
     return Bounds(c, center=center, _metric_indices=np.flatnonzero(used))
+
+
+def derive_global_bounds(minibatch_model):
+    """Global bounds on every row's log-likelihood for PoissonMH (see the module docstring).
+
+    Raises
+    ------
+    BoundsUnavailableError
+        If a likelihood is not one of the supported families, or a coefficient entering
+        the linear predictor has no bounded support (a ``Uniform`` prior with fixed limits
+        and ``default_transform=None``).
+    """
+    mm = minibatch_model
+    predictors = linear_predictors(mm)
+    used = np.zeros(mm.ndim, dtype=bool)
+    for predictor in predictors:
+        used |= np.any(predictor.design != 0.0, axis=0)
+    low, high = _support_box(mm, used)
+    center = mm.initial_theta()
+    center[used] = 0.5 * (low[used] + high[used])
+    half_width = np.zeros(mm.n_data)
+    for predictor in predictors:
+        eta_half_width = 0.5 * np.abs(predictor.design[:, used]) @ (high - low)[used]
+        half_width += predictor.lipschitz * eta_half_width
+    loglik_center = mm.loglik(center, np.arange(mm.n_data))
+    return GlobalBounds(loglik_center - half_width, loglik_center + half_width)
+
+
+def _support_box(minibatch_model, used):
+    """Limits ``(low, high)`` in theta of the coordinates flagged ``used`` (NaN elsewhere)."""
+    mm = minibatch_model
+    model = mm.model
+    free_rvs = set(model.free_RVs)
+    low, high = np.full(mm.ndim, np.nan), np.full(mm.ndim, np.nan)
+    for rv in model.free_RVs:
+        value = model.rvs_to_values[rv]
+        if value.name not in mm.var_names:
+            continue
+        indices = mm.theta_indices([value.name])
+        if not np.any(used[indices]):
+            continue
+        limits = rv.owner.op.dist_params(rv.owner) if isinstance(rv.owner.op, UniformRV) else ()
+        if (
+            not limits
+            or model.rvs_to_transforms.get(rv) is not None
+            or free_rvs & set(ancestors(limits))
+        ):
+            raise BoundsUnavailableError(
+                f"free variable '{rv.name}' enters the likelihood without a bounded support, so "
+                "no global bound on the log-likelihood exists; PoissonMH needs a Uniform prior "
+                "with fixed limits and default_transform=None on it, or "
+                "pmm.bounds.GlobalBounds(lower, upper) (TunaMH needs no such bound)"
+            )
+        shape = tuple(rv.shape.eval())
+        low[indices] = np.broadcast_to(limits[0].eval(), shape).ravel()
+        high[indices] = np.broadcast_to(limits[1].eval(), shape).ravel()
+    return low, high
 
 
 def _family_predictor(name, rv):

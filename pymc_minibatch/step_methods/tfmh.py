@@ -18,6 +18,10 @@ class TFMH(BoundedMinibatchStep):
     vars : list of variables, optional
     bounds : "auto" or Bounds
         As for :class:`~pymc_minibatch.TunaMH`.
+    control_variates : bool, default False
+        With ``bounds="auto"``: run on Taylor residuals around the MAP, which makes this
+        SMH-1 (Cornish et al. 2019, "Scalable Metropolis-Hastings for exact Bayesian
+        inference with large datasets", ICML); needs bounded second derivatives.
     step_size, proposal_cov, target_accept, model
         As for :class:`~pymc_minibatch.FullMH`.
 

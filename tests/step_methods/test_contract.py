@@ -11,15 +11,23 @@ import pymc_minibatch as pmm
 RNG = np.random.default_rng(12)
 X = RNG.normal(size=(800, 2))
 Y = (RNG.random(800) < 1 / (1 + np.exp(-X @ np.array([0.7, -0.3])))).astype("int64")
-SAMPLERS = [pmm.FullMH, pmm.TunaMH, pmm.TFMH, pmm.FlyMC]
+SAMPLERS = [pmm.FullMH, pmm.TunaMH, pmm.TFMH, pmm.FlyMC, pmm.PoissonMH]
 
 
 @pytest.fixture(scope="module")
-def model():
-    with pm.Model() as model:
+def models():
+    with pm.Model() as normal_prior:
         beta = pm.Normal("beta", 0, 2, shape=2)
         pm.Bernoulli("y", logit_p=X @ beta, observed=Y)
-    return model
+    with pm.Model() as box_prior:  # PoissonMH needs a bounded support
+        beta = pm.Uniform("beta", [0.6, -0.4], [0.8, -0.2], default_transform=None)
+        pm.Bernoulli("y", logit_p=X @ beta, observed=Y)
+    return {"normal": normal_prior, "box": box_prior}
+
+
+@pytest.fixture
+def model(models, sampler):
+    return models["box" if sampler is pmm.PoissonMH else "normal"]
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: s.__name__)
