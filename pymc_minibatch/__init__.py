@@ -4,6 +4,7 @@ Conventionally imported as ``import pymc_minibatch as pmm``.
 """
 
 from pymc_minibatch import bounds
+from pymc_minibatch.ensemble import cmint_average, cmint_ensemble
 from pymc_minibatch.exceptions import (
     BoundsUnavailableError,
     BoundViolationError,
@@ -12,11 +13,14 @@ from pymc_minibatch.exceptions import (
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.step_methods.flymc import FlyMC
 from pymc_minibatch.step_methods.full_mh import FullMH
+from pymc_minibatch.step_methods.mint import CMINT, MINT
 from pymc_minibatch.step_methods.poisson_mh import PoissonMH
 from pymc_minibatch.step_methods.tfmh import TFMH
 from pymc_minibatch.step_methods.tuna import TunaMH
 
 __all__ = [
+    "CMINT",
+    "MINT",
     "BoundViolationError",
     "BoundsUnavailableError",
     "FlyMC",
@@ -27,5 +31,7 @@ __all__ = [
     "TFMH",
     "TunaMH",
     "bounds",
+    "cmint_average",
+    "cmint_ensemble",
 ]
 __version__ = "0.1.0.dev0"

@@ -49,16 +49,20 @@ def default_compile_mode():
     return get_mode(None).excluding("BlasOpt")
 
 
+def result_group(idata, name):
+    """Group ``name`` of a result of either version (InferenceData or DataTree) as a Dataset."""
+    group = idata[name]
+    return group.to_dataset() if hasattr(group, "to_dataset") else group
+
+
 def sample_stats(idata):
     """The ``sample_stats`` group of a result of either version, as an ``xarray.Dataset``."""
-    group = idata["sample_stats"]
-    return group.to_dataset() if hasattr(group, "to_dataset") else group
+    return result_group(idata, "sample_stats")
 
 
 def posterior(idata):
     """The ``posterior`` group of a result of either version, as an ``xarray.Dataset``."""
-    group = idata["posterior"]
-    return group.to_dataset() if hasattr(group, "to_dataset") else group
+    return result_group(idata, "posterior")
 
 
 def plot_forest_comparison(results, path):

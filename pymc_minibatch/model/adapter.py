@@ -101,11 +101,13 @@ class MinibatchModel:
             if _shared is not None
             else make_shared_replacements(self._initial_point, self.value_vars, model)
         )
-        *terms, logprior = graph.row_terms + [graph.logprior]
         joined, theta = join_nonshared_inputs(
-            self._initial_point, [*terms, logprior], self.value_vars, self.shared
+            self._initial_point,
+            [*graph.row_terms, graph.logprior, graph.log_jacobian],
+            self.value_vars,
+            self.shared,
         )
-        *self._terms, self._logprior = joined
+        *self._terms, self._logprior, self._log_jacobian = joined
         self._theta = theta
         self._loglik = self._terms[0] if len(self._terms) == 1 else pt.add(*self._terms)
         self._functions = {}
@@ -174,6 +176,11 @@ class MinibatchModel:
         ]
         return np.concatenate(blocks) if blocks else np.empty((0, self.ndim))
 
+    def loglik_and_grad(self, theta, idx):
+        """``(loglik(theta, idx), grad of their sum)`` from one call on the same rows."""
+        values, grad = self._call("grad_loglik", self._as_theta(theta), *self._rows.gather(idx))
+        return values, grad
+
     def _jacobian_block(self, theta, idx):
         if idx.size == 1:
             # PyTensor 2.x raises on a vectorised Jacobian over a single gathered row
@@ -215,6 +222,16 @@ class MinibatchModel:
     def logprior_and_grad(self, theta):
         """``(logprior(theta), gradient)``."""
         value, grad = self._call("logprior_and_grad", self._as_theta(theta))
+        return float(value), grad
+
+    def log_jacobian_and_grad(self, theta):
+        """The transforms' log-Jacobians (included in :meth:`logprior`) and their gradient.
+
+        Samplers that temper the prior (MINT) temper the density of the constrained
+        values, not the Jacobian, so that the tempered target does not depend on the
+        parametrisation.
+        """
+        value, grad = self._call("log_jacobian_and_grad", self._as_theta(theta))
         return float(value), grad
 
     def logp(self, theta):
@@ -339,6 +356,9 @@ class MinibatchModel:
         elif name == "logprior_and_grad":
             inputs = [theta]
             outputs = [self._logprior, pytensor.grad(self._logprior, theta)]
+        elif name == "log_jacobian_and_grad":
+            inputs = [theta]
+            outputs = [self._log_jacobian, pytensor.grad(self._log_jacobian, theta)]
         elif name == "row_terms":  # only for check(): compile fast, speed is irrelevant
             return self._compile_function([theta, *rows], self._terms, mode="FAST_COMPILE")
         else:

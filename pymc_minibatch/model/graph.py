@@ -42,6 +42,8 @@ class RowGraph(NamedTuple):
     """Their observed values on the B rows."""
     logprior: object
     """Scalar: priors with Jacobians, observed terms off the row axis, Potentials."""
+    log_jacobian: object
+    """Scalar: the transforms' log-Jacobians alone (part of ``logprior``)."""
     n_data: int
     uses_pm_minibatch: bool
 
@@ -86,7 +88,9 @@ def _reduces_first_axis(node, row_inputs):
 
 def build_row_graph(model) -> RowGraph:
     """Split ``model`` into per-row log-likelihood terms and a row-free log-prior."""
-    observed = list(model.observed_RVs)
+    # dict.fromkeys: PyMC 5 can list an observed variable twice after
+    # pm.sample_posterior_predictive inside the model's context
+    observed = list(dict.fromkeys(model.observed_RVs))
     if not observed:
         raise NonFactorizableError(
             "the model has no observed variables: there are no rows to take minibatches of"
@@ -189,6 +193,11 @@ def build_row_graph(model) -> RowGraph:
 
     prior_vars = free_rvs + off_rows + list(model.potentials)
     logprior = model.logp(vars=prior_vars, jacobian=True) if prior_vars else pt.constant(0.0)
+    log_jacobian = (
+        model.logp(vars=free_rvs, jacobian=True) - model.logp(vars=free_rvs, jacobian=False)
+        if free_rvs
+        else pt.constant(0.0)
+    )
     return RowGraph(
         roots=roots,
         row_inputs=row_inputs,
@@ -197,6 +206,7 @@ def build_row_graph(model) -> RowGraph:
         row_rvs=batched_rvs,
         row_values=batched_values,
         logprior=pt.as_tensor(logprior, dtype="float64"),
+        log_jacobian=pt.as_tensor(log_jacobian, dtype="float64"),
         n_data=n_data,
         uses_pm_minibatch=bool(minibatch_to_full)
         or any(unwrapped[rv] is not rv for rv in observed),

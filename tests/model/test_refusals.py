@@ -11,6 +11,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from scipy import stats
 
 import pymc_minibatch as pmm
 
@@ -227,3 +228,20 @@ def test_wrong_theta_shape_is_rejected(small_mm, method, shape):
     good = np.zeros(N_FEATURES)
     with pytest.raises(ValueError, match=re.escape(f"({N_FEATURES},)")):
         THETA_METHODS[method](small_mm, np.zeros(shape), good)
+
+
+def test_model_after_posterior_predictive_in_its_context_still_builds():
+    # PyMC 5 lists the observed variable twice after sample_posterior_predictive there
+    # (and then fails in its own model.compile_logp())
+    y = np.random.default_rng(0).normal(size=100)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        pm.Normal("y", mu, 1.0, observed=y)
+        trace = pm.sample(
+            step=pmm.FullMH(), draws=10, tune=10, chains=1, progressbar=False,
+            compute_convergence_checks=False, random_seed=0,
+        )  # fmt: skip
+        pm.sample_posterior_predictive(trace, progressbar=False, random_seed=0)
+    mm = pmm.MinibatchModel(model)
+    expected = stats.norm.logpdf(0.0) + stats.norm.logpdf(y).sum()  # at mu = 0
+    np.testing.assert_allclose(mm.logp(mm.initial_theta()), expected, rtol=1e-12)

@@ -1,0 +1,153 @@
+"""MINT-MCMC: Metropolis–Hastings on a minibatch estimate, sampling a tempered posterior.
+
+Li & Wong (2017), "Mini-batch Tempered MCMC", arXiv:1707.09705
+(../shared/seeds/000_d1fc58df672d7557.txt; ../shared/ALGORITHMS.md §2). With ``n`` rows and
+batches of ``m = n^(2 tau)`` rows drawn without replacement, ``lambda = alpha tau`` and
+``mu_S(theta) = mean_{j in S} l_j(theta)``, the state is ``(theta, mu_S(theta))``: the
+estimate is stored with the point and never recomputed. One step proposes ``theta'``,
+draws a fresh batch ``S'`` and accepts with
+
+    log r = n^lambda (mu_S'(theta') - mu_S(theta)) + E(theta') - E(theta)
+            + log q(theta | theta') - log q(theta' | theta)
+
+where ``E`` is the (tempered) prior term. This is a pseudo-marginal MH chain: its invariant
+``theta``-marginal is exactly ``f*(theta) ∝ exp(E(theta)) E_S[exp(n^lambda mu_S(theta))]``,
+close to ``exp(E) exp(n^lambda mu(theta) + eps^2 s^2(theta) (1 - m/n) / 2)`` with
+``eps = n^(lambda - tau)`` and ``s^2`` the variance of the rows' log-likelihoods, i.e. the
+posterior raised to ``1 / T``, ``T = n^(1 - lambda)``, slightly widened.
+
+CMINT (the cyclic variant, Section 3.2.3 of the paper) multiplies the step size by ``decay``
+every ``decay_every`` epochs and by ``raise_factor`` at the end of every round of
+``round_epochs`` epochs, taking a snapshot of ``theta`` just before each raise.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class TemperingSettings(NamedTuple):
+    tau: float
+    """``tau = log m / (2 log n)``."""
+    tempering_exponent: float
+    """``lambda = alpha tau``."""
+    scale: float
+    """``n^lambda``, the factor on the minibatch mean."""
+    temperature: float
+    """``T = n^(1 - lambda)``: the likelihood enters as ``exp(sum_i l_i / T)``."""
+    epsilon: float
+    """``eps = n^(lambda - tau)``, the size of the widening term."""
+
+
+def tempering_settings(n_data: int, batch_size: int, alpha: float) -> TemperingSettings:
+    """MINT's constants for ``n`` rows, batches of ``m`` rows and ``lambda = alpha tau``."""
+    if not 1 <= batch_size <= n_data:
+        raise ValueError(f"batch_size must lie in [1, {n_data}], got {batch_size}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    if n_data < 2:
+        raise ValueError("MINT needs at least two rows")
+    tau = 0.5 * np.log(batch_size) / np.log(n_data)
+    exponent = alpha * tau
+    return TemperingSettings(
+        tau=float(tau),
+        tempering_exponent=float(exponent),
+        scale=float(n_data**exponent),
+        temperature=float(n_data ** (1.0 - exponent)),
+        epsilon=float(n_data ** (exponent - tau)),
+    )
+
+
+class MintState(NamedTuple):
+    position: np.ndarray
+    estimate: float
+    """``mu_S(theta)``: the mean log-likelihood on the batch drawn when ``theta`` was accepted."""
+    prior_term: float
+    """``E(theta)``: the exact (tempered) prior term at ``theta``."""
+    gradient: np.ndarray | None
+    """Minibatch gradient of the tempered log target at ``theta`` on the same batch (SGLD)."""
+
+
+class MintInfo(NamedTuple):
+    accept: float
+    accepted: bool
+    nonfinite: bool
+    """The proposal's estimate or prior term was NaN or infinite; it was rejected."""
+
+
+def sgld_proposal(rng: np.random.Generator, position, gradient, step_size: float):
+    """``theta + (h / 2) g + sqrt(h) xi``, ``xi ~ N(0, I)`` (Welling & Teh 2011)."""
+    noise = rng.standard_normal(position.shape)
+    return position + 0.5 * step_size * gradient + np.sqrt(step_size) * noise
+
+
+def sgld_log_density(to, start, gradient, step_size: float) -> float:
+    """``log q(to | start)`` of the SGLD proposal, up to a constant shared by both directions."""
+    diff = to - start - 0.5 * step_size * gradient
+    return float(-(diff @ diff) / (2.0 * step_size))
+
+
+def mint_decide(
+    rng: np.random.Generator,
+    state: MintState,
+    proposal: MintState,
+    scale: float,
+    log_proposal_ratio: float = 0.0,
+) -> tuple[MintState, MintInfo]:
+    """Accept or reject ``proposal`` (its estimate on a fresh batch); returns the new state.
+
+    ``log_proposal_ratio`` is ``log q(theta | theta') - log q(theta' | theta)`` (zero for a
+    symmetric random walk).
+    """
+    finite = np.isfinite([proposal.estimate, proposal.prior_term, log_proposal_ratio])
+    if not np.all(finite):
+        return state, MintInfo(0.0, False, True)
+    log_ratio = (
+        scale * (proposal.estimate - state.estimate)
+        + proposal.prior_term
+        - state.prior_term
+        + log_proposal_ratio
+    )
+    if np.isnan(log_ratio):
+        return state, MintInfo(0.0, False, True)
+    accepted = bool(np.log(rng.uniform()) < log_ratio)
+    accept = float(np.exp(min(log_ratio, 0.0)))
+    return (proposal if accepted else state), MintInfo(accept, accepted, False)
+
+
+def cyclic_step_sizes(
+    initial: float,
+    n_epochs: int,
+    *,
+    decay: float,
+    decay_every: int,
+    raise_factor: float,
+    round_epochs: int,
+    n_rounds: int,
+):
+    """CMINT's step size for each epoch, and the epochs that end with a snapshot.
+
+    At the end of epoch ``e`` (counting from 1): if ``e`` is a multiple of ``decay_every``
+    the step size is multiplied by ``decay``; if ``e`` is a multiple of ``round_epochs`` and
+    at most ``n_rounds * round_epochs``, a snapshot is taken and, unless this was the last
+    round, the step size is multiplied by ``raise_factor``. After the last round the step
+    size stays where it is.
+
+    Returns ``(step_sizes, snapshot_epochs)``: an array of ``n_epochs`` step sizes (epoch
+    ``e`` uses ``step_sizes[e - 1]``) and the 1-based epochs ending in a snapshot.
+    """
+    sizes = np.empty(n_epochs)
+    size = float(initial)
+    last_epoch = n_rounds * round_epochs
+    snapshots = []
+    for epoch in range(1, n_epochs + 1):
+        sizes[epoch - 1] = size
+        if epoch > last_epoch:
+            continue
+        if epoch % decay_every == 0:
+            size *= decay
+        if epoch % round_epochs == 0:
+            snapshots.append(epoch)
+            if epoch < last_epoch:
+                size *= raise_factor
+    return sizes, snapshots
