@@ -133,7 +133,6 @@ class MINT(MetropolisStep):
         self.proposal = proposal
         self.batch_size = int(batch_size)
         self.temper_prior = bool(temper_prior)
-        self._requested_step_size = step_size
         self._alpha = float(alpha)
         super().__init__(
             vars,

@@ -1,5 +1,7 @@
 """Contract tests over every step method: declared stats, tune, sampling state, pickling."""
 
+import functools
+
 import cloudpickle
 import numpy as np
 import pymc as pm
@@ -7,11 +9,28 @@ import pytest
 from pymc.step_methods.state import equal_dataclass_values
 
 import pymc_minibatch as pmm
+from pymc_minibatch._compat import posterior
 
 RNG = np.random.default_rng(12)
 X = RNG.normal(size=(800, 2))
 Y = (RNG.random(800) < 1 / (1 + np.exp(-X @ np.array([0.7, -0.3])))).astype("int64")
-SAMPLERS = [pmm.FullMH, pmm.TunaMH, pmm.TFMH, pmm.FlyMC, pmm.PoissonMH]
+SAMPLERS = [
+    pmm.FullMH,
+    pmm.TunaMH,
+    pmm.TFMH,
+    pmm.FlyMC,
+    pmm.PoissonMH,
+    functools.partial(pmm.MINT, batch_size=100),
+    functools.partial(pmm.MINT, batch_size=100, proposal="sgld"),
+    functools.partial(pmm.CMINT, batch_size=100, n_rounds=2, round_epochs=1, decay_every=1),
+]
+
+
+def _name(sampler):
+    if isinstance(sampler, functools.partial):
+        options = ",".join(f"{k}={v}" for k, v in sampler.keywords.items())
+        return f"{sampler.func.__name__}({options})"
+    return sampler.__name__
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +49,7 @@ def model(models, sampler):
     return models["box" if sampler is pmm.PoissonMH else "normal"]
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=_name)
 def test_stats_match_declarations_and_emit_tune(model, sampler):
     with model:
         step = sampler(rng=0)
@@ -44,7 +63,7 @@ def test_stats_match_declarations_and_emit_tune(model, sampler):
     assert "model_logp" not in step.stats_dtypes_shapes  # PyMC would take it as the exact lp
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=_name)
 def test_sampling_state_round_trip_restores_the_chain(model, sampler):
     with model:
         step = sampler(rng=0)
@@ -59,7 +78,7 @@ def test_sampling_state_round_trip_restores_the_chain(model, sampler):
     np.testing.assert_array_equal(continued, replayed)
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=_name)
 def test_pickled_step_gives_the_same_draws(model, sampler):
     with model:
         step = sampler(rng=0)
@@ -69,3 +88,18 @@ def test_pickled_step_gives_the_same_draws(model, sampler):
         point_a, _ = step.step(point_a)
         point_b, _ = clone.step(point_b)
     np.testing.assert_array_equal(point_a["beta"], point_b["beta"])
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=_name)
+def test_same_seed_gives_the_same_draws_with_one_or_two_cores(model, sampler):
+    def run(cores):
+        with model:
+            idata = pm.sample(
+                step=sampler(), draws=40, tune=40, chains=2, cores=cores, random_seed=4,
+                progressbar=False, compute_convergence_checks=False,
+            )  # fmt: skip
+        return posterior(idata)["beta"].values
+
+    sequential, parallel = run(1), run(2)
+    np.testing.assert_array_equal(sequential, parallel)
+    assert not np.array_equal(sequential[0], sequential[1])

@@ -50,7 +50,7 @@ def test_stored_estimate_is_reused_after_rejection_and_replaced_on_acceptance(no
         before = step.cached
         calls.clear()
         point, [stats] = step.step(point)
-        (proposal, estimate), = calls  # only the proposal is evaluated
+        ((proposal, estimate),) = calls  # only the proposal is evaluated
         if stats["accepted"]:
             np.testing.assert_array_equal(step.cached.position, proposal)
             assert step.cached.estimate == estimate
