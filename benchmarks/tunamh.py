@@ -35,7 +35,7 @@ from pymc_minibatch._compat import posterior, sample_stats
 
 # (tune, draws) per sampler and N, sized so that the whole run stays well under 20 minutes
 BUDGETS = {
-    "NUTS": {10**4: (500, 1000), 10**5: (300, 700), 10**6: (150, 250)},
+    "NUTS": {10**4: (500, 1000), 10**5: (300, 700), 10**6: (150, 600)},
     "FullMH": {10**4: (1000, 4000), 10**5: (500, 1500), 10**6: (200, 400)},
     "TunaMH": {10**4: (1000, 10000), 10**5: (2000, 20000), 10**6: (2000, 50000)},
     "TFMH": {10**4: (1000, 5000), 10**5: (1000, 5000), 10**6: (1000, 5000)},
