@@ -234,13 +234,17 @@ class MinibatchModel:
         value, grad = self._call("log_jacobian_and_grad", self._as_theta(theta))
         return float(value), grad
 
+    def full_loglik(self, theta):
+        """Log-likelihood summed over all N rows (in chunks)."""
+        theta = self._as_theta(theta)
+        return sum(
+            float(np.sum(self._call("loglik", theta, *rows)))
+            for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS)
+        )
+
     def logp(self, theta):
         """Full log posterior (unnormalised) over all N rows; equals ``model.compile_logp()``."""
-        theta = self._as_theta(theta)
-        total = self.logprior(theta)
-        for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS):
-            total += float(np.sum(self._call("loglik", theta, *rows)))
-        return total
+        return self.logprior(theta) + self.full_loglik(theta)
 
     def logp_and_grad(self, theta):
         """Full log posterior over all N rows and its gradient."""

@@ -71,9 +71,7 @@ class BoundedMinibatchStep(MetropolisStep):
             return current, proposed
 
         def full_diff():
-            return (model.logp(proposal) - logprior_proposal) - (
-                model.logp(theta) - logprior_current
-            )
+            return model.full_loglik(proposal) - model.full_loglik(theta)
 
         info = self.decide(theta, proposal, exact_diff, m, row_pair, full_diff)
         if info.bound_ratio > 1.0 + BOUND_TOLERANCE:

@@ -123,9 +123,7 @@ class PoissonMH(MetropolisStep):
         bounds = self.bounds
 
         def full_diff():
-            return (model.logp(proposal) - logprior_proposal) - (
-                model.logp(theta) - logprior_current
-            )
+            return model.full_loglik(proposal) - model.full_loglik(theta)
 
         info = poisson_mh_step(
             self.rng,
