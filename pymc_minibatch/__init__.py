@@ -3,18 +3,20 @@
 Conventionally imported as ``import pymc_minibatch as pmm``.
 """
 
-from pymc_minibatch import bounds
+from pymc_minibatch import bounds, schedules
 from pymc_minibatch.ensemble import cmint_average, cmint_ensemble
 from pymc_minibatch.exceptions import (
     BoundsUnavailableError,
     BoundViolationError,
     NonFactorizableError,
+    SamplerDivergenceError,
 )
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.step_methods.flymc import FlyMC
 from pymc_minibatch.step_methods.full_mh import FullMH
 from pymc_minibatch.step_methods.mint import CMINT, MINT
 from pymc_minibatch.step_methods.poisson_mh import PoissonMH
+from pymc_minibatch.step_methods.sgmcmc import SGHMC, SGLD, SGMGT, SGMGTD, SGNHT
 from pymc_minibatch.step_methods.tfmh import TFMH
 from pymc_minibatch.step_methods.tuna import TunaMH
 
@@ -28,9 +30,16 @@ __all__ = [
     "MinibatchModel",
     "NonFactorizableError",
     "PoissonMH",
+    "SGHMC",
+    "SGLD",
+    "SGMGT",
+    "SGMGTD",
+    "SGNHT",
+    "SamplerDivergenceError",
     "TFMH",
     "TunaMH",
     "bounds",
+    "schedules",
     "cmint_average",
     "cmint_ensemble",
 ]

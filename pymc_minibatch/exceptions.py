@@ -19,3 +19,11 @@ class BoundViolationError(RuntimeError):
 
 class BoundsUnavailableError(ValueError):
     """TunaMH bounds cannot be derived from the model and none were given."""
+
+
+class SamplerDivergenceError(FloatingPointError):
+    """A stochastic-gradient sampler produced a NaN or infinite state or gradient.
+
+    Raised instead of writing a NaN trace; the message names the step, the step size and
+    what to change (usually a smaller ``step_size`` or a larger ``batch_size``).
+    """

@@ -23,6 +23,11 @@ SAMPLERS = [
     functools.partial(pmm.MINT, batch_size=100),
     functools.partial(pmm.MINT, batch_size=100, proposal="sgld"),
     functools.partial(pmm.CMINT, batch_size=100, n_rounds=2, round_epochs=1, decay_every=1),
+    functools.partial(pmm.SGLD, batch_size=100),
+    functools.partial(pmm.SGHMC, batch_size=100),
+    functools.partial(pmm.SGNHT, batch_size=100),
+    functools.partial(pmm.SGMGT, batch_size=100, a=2, momentum_resample_every=7),
+    functools.partial(pmm.SGMGTD, batch_size=100, thin=3, warmup=5),
 ]
 
 

@@ -1,0 +1,88 @@
+"""Step-size schedules ``h(t)`` for stochastic-gradient samplers (``t = 0, 1, ...``)."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+def _positive(name, value):
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value}")
+    return float(value)
+
+
+class ConstantSchedule(NamedTuple):
+    """``h(t) = value``."""
+
+    value: float
+
+    def __call__(self, t):
+        return self.value + 0.0 * np.asarray(t, dtype=np.float64)
+
+
+class PolynomialDecay(NamedTuple):
+    """``h(t) = a (b + t)^(-power)``.
+
+    Welling & Teh (2011) use this form with ``power`` in ``(0.5, 1]``, so that the sum of
+    the steps diverges and the sum of their squares converges (the Robbins–Monro
+    conditions under which SGLD's bias vanishes).
+    """
+
+    a: float
+    b: float = 1.0
+    power: float = 0.55
+
+    def __call__(self, t):
+        return self.a * (self.b + np.asarray(t, dtype=np.float64)) ** (-self.power)
+
+
+class CyclicalSchedule(NamedTuple):
+    """``h(t) = (initial / 2) (cos(pi (t mod L) / L) + 1)`` with ``L = cycle_length``.
+
+    Zhang, Li, Zhang, Chen & Wilson (2020), "Cyclical stochastic gradient MCMC for
+    Bayesian deep learning", ICLR, eq. (1): each cycle starts large (exploration) and
+    decays to almost 0 (sampling).
+    """
+
+    initial: float
+    cycle_length: int
+
+    def __call__(self, t):
+        phase = np.mod(np.asarray(t, dtype=np.float64), self.cycle_length) / self.cycle_length
+        return 0.5 * self.initial * (np.cos(np.pi * phase) + 1.0)
+
+
+def constant(value) -> ConstantSchedule:
+    """A constant step size."""
+    return ConstantSchedule(_positive("step size", value))
+
+
+def polynomial_decay(a, b=1.0, power=0.55) -> PolynomialDecay:
+    """``a (b + t)^(-power)``; see :class:`PolynomialDecay`."""
+    if not (np.isfinite(b) and b > 0):
+        raise ValueError(f"b must be a positive finite number, got {b}")
+    if not 0 <= power <= 1:
+        raise ValueError(f"power must lie in [0, 1], got {power}")
+    return PolynomialDecay(_positive("a", a), float(b), float(power))
+
+
+def cyclical(initial, cycle_length) -> CyclicalSchedule:
+    """Cosine cycles of ``cycle_length`` steps from ``initial`` down to 0; see
+    :class:`CyclicalSchedule`."""
+    if isinstance(cycle_length, bool) or not isinstance(cycle_length, int | np.integer):
+        raise TypeError(f"cycle_length must be an integer, got {cycle_length!r}")
+    if cycle_length < 1:
+        raise ValueError(f"cycle_length must be positive, got {cycle_length}")
+    return CyclicalSchedule(_positive("initial", initial), int(cycle_length))
+
+
+def as_schedule(step_size):
+    """A schedule from a positive float or one of this module's schedules."""
+    if isinstance(step_size, ConstantSchedule | PolynomialDecay | CyclicalSchedule):
+        return step_size
+    if isinstance(step_size, bool) or not isinstance(step_size, int | float | np.number):
+        raise TypeError(
+            "step_size must be a positive number or a schedule from pymc_minibatch.schedules "
+            f"(constant, polynomial_decay, cyclical), got {step_size!r}"
+        )
+    return constant(step_size)

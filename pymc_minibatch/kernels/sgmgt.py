@@ -1,0 +1,139 @@
+"""The stochastic-gradient monomial-gamma thermostat (SGMGT) and its special cases.
+
+Zhang, Chen, Li, Henao & Carin (2017), "Stochastic gradient monomial Gamma sampler", ICML
+(../shared/seeds/001_57fc3b04d4a7f553.txt; ../shared/ALGORITHMS.md §3). State
+``(theta, p, xi)`` with one thermostat per coordinate, Hamiltonian
+``H = U(theta) + sum_d K_c(p_d) + sum_d xi_d^2 / 2`` and the SDE of eq. (15):
+
+    d theta = grad K_c(p) dt + sigma_theta g(theta) dt + sqrt(2 sigma_theta) dW
+    d p     = g(theta) dt - (sigma_p + gamma xi) * grad K_c(p) dt + sqrt(2 sigma_p) dW
+    d xi    = gamma (grad K_c(p)^2 - hess K_c(p)) dt - sigma_xi xi dt + sqrt(2 sigma_xi) dW
+
+with ``g = -grad U``, the gradient of the (minibatch estimate of the) log density.
+
+Integrator: the semi-implicit Euler scheme of SGHMC (Chen et al. 2014) and SGNHT (Ding et
+al. 2014): the momentum moves first, from the current ``theta``, ``xi`` and ``p``; then
+``theta`` and ``xi`` move with the new momentum's ``grad K_c(p')``. One gradient per step.
+The first-order terms of ``theta`` use the same gradient ``g(theta)``.
+
+Special cases (``a = 1/2`` is the Gaussian kinetics ``p^2/2``):
+
+- SGNHT (per-coordinate thermostats): ``a = 1/2``, ``sigma_theta = sigma_xi = 0``,
+  ``gamma = 1``, ``sigma_p = A``; the SGNHT thermostat is ``A + xi``.
+- SGHMC: ``a = 1/2``, ``gamma = 0`` (the thermostat never acts), friction ``sigma_p``.
+- SGLD: no momentum (``kinetics=None``): ``theta += h sigma_theta g + sqrt(2 sigma_theta h) z``;
+  Welling & Teh's step ``eps`` is ``h = eps`` with ``sigma_theta = 1/2``.
+- SGMGT: ``a`` in ``{1, 2}``, ``sigma_theta = sigma_xi = 0``; SGMGT-D: both positive.
+
+Stochastic resampling (Section 3 of the paper): every ``T_p`` steps ``p`` is redrawn
+exactly from ``exp(-K_c)`` (:meth:`MonomialKinetics.sample`), every ``T_xi`` steps ``xi``
+from ``N(0, 1)``.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from pymc_minibatch.kernels.kinetics import GaussianKinetics, MonomialKinetics
+
+
+class SGMGTConfig(NamedTuple):
+    kinetics: GaussianKinetics | MonomialKinetics | None
+    """``None``: first-order dynamics without momentum (SGLD)."""
+    sigma_theta: float
+    sigma_p: float
+    sigma_xi: float
+    gamma: float
+
+
+class SGMGTState(NamedTuple):
+    position: np.ndarray
+    momentum: np.ndarray | None
+    thermostat: np.ndarray | None
+
+
+class SGMGTInfo(NamedTuple):
+    grad_norm: float
+    """Euclidean norm of the gradient estimate used by the step."""
+
+
+def validate_config(config: SGMGTConfig):
+    """Raise ``ValueError`` for hyperparameters the SDE does not allow."""
+    for name in ("sigma_theta", "sigma_p", "sigma_xi", "gamma"):
+        value = getattr(config, name)
+        if not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    if config.kinetics is None and config.sigma_theta == 0:
+        raise ValueError("first-order dynamics (no momentum) need sigma_theta > 0")
+
+
+def init_state(rng: np.random.Generator, position, config: SGMGTConfig) -> SGMGTState:
+    """Momentum drawn exactly from ``exp(-K_c)``, thermostats at 0."""
+    position = np.asarray(position, dtype=np.float64)
+    if config.kinetics is None:
+        return SGMGTState(position, None, None)
+    momentum = config.kinetics.sample(rng, position.shape).momentum
+    return SGMGTState(position, momentum, np.zeros_like(position))
+
+
+def euler_step(
+    rng: np.random.Generator,
+    state: SGMGTState,
+    gradient_fn: Callable[[np.ndarray], np.ndarray],
+    step_size: float,
+    config: SGMGTConfig,
+) -> tuple[SGMGTState, SGMGTInfo]:
+    """One semi-implicit Euler step of eq. (15) with step ``h = step_size``.
+
+    ``gradient_fn(theta)`` returns the (stochastic) gradient of the log density.
+    Normal draws are taken for ``p``, then ``theta``, then ``xi``, each only when its
+    diffusion coefficient is positive.
+    """
+    h = step_size
+    theta = state.position
+    gradient = gradient_fn(theta)
+    info = SGMGTInfo(float(np.linalg.norm(gradient)))
+    kinetics = config.kinetics
+    if kinetics is None:
+        theta = theta + h * config.sigma_theta * gradient
+        theta = theta + np.sqrt(2.0 * config.sigma_theta * h) * rng.standard_normal(theta.shape)
+        return SGMGTState(theta, None, None), info
+
+    p, xi = state.momentum, state.thermostat
+    friction = config.sigma_p + config.gamma * xi
+    p = p + h * gradient - h * friction * kinetics.grad(p)
+    if config.sigma_p > 0:
+        p = p + np.sqrt(2.0 * config.sigma_p * h) * rng.standard_normal(p.shape)
+
+    velocity = kinetics.grad(p)
+    theta = theta + h * velocity
+    if config.sigma_theta > 0:
+        theta = theta + h * config.sigma_theta * gradient
+        theta = theta + np.sqrt(2.0 * config.sigma_theta * h) * rng.standard_normal(theta.shape)
+
+    drift = -config.sigma_xi * xi
+    if config.gamma > 0:
+        drift = drift + config.gamma * (velocity**2 - kinetics.hess_diag(p))
+    xi = xi + h * drift
+    if config.sigma_xi > 0:
+        xi = xi + np.sqrt(2.0 * config.sigma_xi * h) * rng.standard_normal(xi.shape)
+    return SGMGTState(theta, p, xi), info
+
+
+def resample_momentum(rng: np.random.Generator, state: SGMGTState, config: SGMGTConfig):
+    """Redraw ``p`` exactly from ``exp(-K_c)``; returns ``(state, accept_rate)``."""
+    draw = config.kinetics.sample(rng, state.momentum.shape)
+    return state._replace(momentum=draw.momentum), draw.accept_rate
+
+
+def resample_thermostat(rng: np.random.Generator, state: SGMGTState) -> SGMGTState:
+    """Redraw ``xi`` from its marginal ``N(0, 1)``."""
+    return state._replace(thermostat=rng.standard_normal(state.thermostat.shape))
+
+
+def kinetic_energy(state: SGMGTState, config: SGMGTConfig) -> float:
+    """``sum_d K_c(p_d)`` (NaN without momentum)."""
+    if config.kinetics is None:
+        return float("nan")
+    return float(np.sum(config.kinetics.energy(state.momentum)))

@@ -1,0 +1,537 @@
+"""Stochastic-gradient MCMC step methods: SGLD, SGHMC, SGNHT, SGMGT and SGMGT-D.
+
+All five run the one kernel of :mod:`pymc_minibatch.kernels.sgmgt` with different
+hyperparameters; this module only draws batches, preconditions, picks step sizes and
+reports statistics.
+"""
+
+import numpy as np
+from pymc.blocking import RaveledVars
+from pymc.step_methods.state import dataclass_state
+
+from pymc_minibatch.exceptions import SamplerDivergenceError
+from pymc_minibatch.kernels.kinetics import make_kinetics
+from pymc_minibatch.kernels.schedules import as_schedule
+from pymc_minibatch.kernels.sgmgt import (
+    SGMGTConfig,
+    SGMGTState,
+    euler_step,
+    init_state,
+    kinetic_energy,
+    resample_momentum,
+    resample_thermostat,
+    validate_config,
+)
+from pymc_minibatch.step_methods.base import MinibatchStep, MinibatchStepState
+
+FISHER_ROWS = 256
+"""Rows whose per-row gradients estimate the Fisher information for the preconditioner."""
+
+WARMUP_UPDATES = 200
+"""Default number of tuning updates spent moving toward the mode before the dynamics start."""
+
+PRECONDITIONER_UPDATES = (0, 50, 100, 200, 400, 800, 1600, 3200)
+"""Tuning steps at which the preconditioner is re-estimated at the current point."""
+
+
+@dataclass_state
+class SGMCMCState(MinibatchStepState):
+    dynamics: SGMGTState | None
+    scale: np.ndarray
+    updates: int
+    permutation: np.ndarray | None
+    cursor: int
+
+
+class SGMCMC(MinibatchStep):
+    """Base class of the stochastic-gradient samplers (use the presets below).
+
+    Every update draws the next ``batch_size`` rows of an epoch (a fresh random permutation
+    of the rows each epoch; the ``N mod batch_size`` rows left over at the end of an epoch
+    are skipped in that epoch) and uses the unbiased gradient estimate
+    ``grad log p(theta) + (N / B) sum_{i in batch} grad log p(y_i | theta)``.
+
+    **Preconditioning** (``precondition=True``, the default when ``step_size`` is not
+    given): the sampler runs in ``z = theta / s`` with a per-coordinate scale
+    ``s_d = (F_dd + P_dd)^(-1/2)``, where ``F`` is the empirical Fisher information
+    ``N Cov_i(grad l_i(theta))`` from the per-row gradients of 256 random rows and ``P_dd``
+    the (positive part of the) prior's curvature, both at the current point. This is a
+    linear change of variables, so the target is unchanged; it plays the part of a diagonal
+    mass matrix. ``s`` is re-estimated during tuning at steps 0, 50, 100, 200, 400, ... and
+    then fixed. Step sizes (and the ``step_size`` statistic) are in units of ``z``.
+
+    **Warm-up**: with preconditioning, the first ``warmup`` tuning updates are
+    stochastic-gradient ascent ``z += eta_t g(z)``: ``eta_t = 1/2`` for the first half
+    (with unit curvature in ``z`` the distance to the mode halves every update) and
+    ``eta_t = 1 / (t' + 2)`` for the second half (``t'`` counted from its start:
+    Robbins–Monro steps that average the gradient noise). The dynamics then start, with
+    fresh momentum, near the posterior's bulk instead of at PyMC's initial point, where a
+    gradient thousands of sds from the mode would throw the momentum far out. Use ``tune``
+    well above ``warmup`` (e.g. 1000).
+
+    **Default step size** (``step_size=None``): a constant ``h`` in units of ``z``, in
+    which the posterior sd is about 1 and the gradient noise variance per coordinate about
+    ``r = N / B - 1``; each preset's rule is in its docstring.
+    """
+
+    name = "sgmcmc"
+    stats_dtypes_shapes = {
+        **MinibatchStep.stats_dtypes_shapes,
+        "step_size": (np.float64, []),
+        "kinetic_energy": (np.float64, []),
+        "thermostat_mean": (np.float64, []),
+        "resampled": (bool, []),
+        "resample_accept_rate": (np.float64, []),
+        "grad_norm": (np.float64, []),
+    }
+    _state_class = SGMCMCState
+
+    def __init__(
+        self,
+        vars=None,
+        *,
+        batch_size,
+        config,
+        step_size=None,
+        thin=1,
+        precondition=None,
+        warmup=WARMUP_UPDATES,
+        momentum_resample_every=None,
+        thermostat_resample_every=None,
+        model=None,
+        blocked=True,
+        rng=None,
+    ):
+        super().__init__(vars, model=model, blocked=blocked, rng=rng)
+        n_data = self.minibatch_model.n_data
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
+            raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
+        if not 1 <= batch_size <= n_data:
+            raise ValueError(f"batch_size must lie in [1, {n_data}] (the rows), got {batch_size}")
+        self.batch_size = int(batch_size)
+        self.thin = _positive_int("thin", thin)
+        if isinstance(warmup, bool) or not isinstance(warmup, int | np.integer) or warmup < 0:
+            raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+        self.warmup = int(warmup)
+        validate_config(config)
+        self.config = config
+        self.momentum_resample_every = _optional_period(
+            "momentum_resample_every", momentum_resample_every
+        )
+        self.thermostat_resample_every = _optional_period(
+            "thermostat_resample_every", thermostat_resample_every
+        )
+        self.precondition = step_size is None if precondition is None else bool(precondition)
+        if step_size is None:
+            step_size = self.default_step_size(n_data / self.batch_size - 1.0)
+        self.schedule = as_schedule(step_size)
+        self.reset_tuning()
+
+    def default_step_size(self, noise_ratio):
+        """The default ``h`` given ``r = N / B - 1`` (see the preset's docstring)."""
+        raise NotImplementedError
+
+    def reset_tuning(self):
+        self.dynamics = None
+        self.scale = np.ones(self.minibatch_model.ndim)
+        self.updates = 0
+        self.permutation = None
+        self.cursor = 0
+
+    def astep(self, q0: RaveledVars):
+        theta = q0.data
+        if self.dynamics is None:
+            self.dynamics = init_state(self.rng, theta / self.scale, self.config)
+        else:  # PyMC's point is authoritative (e.g. a new chain's start)
+            self.dynamics = self.dynamics._replace(position=theta / self.scale)
+        resampled, accept_rates = False, []
+        for _ in range(self.thin):
+            if self.tune and self.precondition and self.updates in PRECONDITIONER_UPDATES:
+                self._update_scale()
+            if self.tune and self.precondition and self.updates < self.warmup:
+                step_size = self._warmup_update()
+                continue
+            step_size = float(self.schedule(self.updates))
+            with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_finite
+                self.dynamics, _ = euler_step(
+                    self.rng, self.dynamics, self._gradient, step_size, self.config
+                )
+                self.updates += 1
+                self._check_finite(step_size)
+            did_resample, accept_rate = self._resample()
+            resampled |= did_resample
+            accept_rates.extend(accept_rate)
+        stats = {
+            "tune": self.tune,
+            "step_size": step_size,
+            "kinetic_energy": kinetic_energy(self.dynamics, self.config),
+            "thermostat_mean": self._thermostat_mean(),
+            "resampled": resampled,
+            "resample_accept_rate": float(np.mean(accept_rates)) if accept_rates else np.nan,
+            # the gradient norm in the user's parametrisation, not in z
+            "grad_norm": self._grad_norm,
+        }
+        position = self.dynamics.position * self.scale
+        return RaveledVars(position, q0.point_map_info), [stats]
+
+    def _warmup_update(self):
+        """One preconditioned stochastic-gradient ascent step (see the class docstring)."""
+        half = self.warmup // 2
+        step_size = 0.5 if self.updates < half else 1.0 / (self.updates - half + 2.0)
+        position = self.dynamics.position + step_size * self._gradient(self.dynamics.position)
+        self.dynamics = self.dynamics._replace(position=position)
+        self.updates += 1
+        self._check_finite(step_size)
+        if self.updates == self.warmup:  # the dynamics start here, with fresh momentum
+            self.dynamics = init_state(self.rng, position, self.config)
+        return step_size
+
+    def _gradient(self, z):
+        theta = z * self.scale
+        self._log_density, grad = self.minibatch_model.grad_estimate(theta, self._next_batch())
+        self._grad_norm = float(np.linalg.norm(grad))
+        return grad * self.scale
+
+    def _next_batch(self):
+        n_data, batch = self.minibatch_model.n_data, self.batch_size
+        if self.permutation is None or self.cursor + batch > n_data:
+            self.permutation = self.rng.permutation(n_data)
+            self.cursor = 0
+        rows = self.permutation[self.cursor : self.cursor + batch]
+        self.cursor += batch
+        return rows
+
+    def _resample(self):
+        if self.config.kinetics is None:
+            return False, []
+        resampled, accept_rates = False, []
+        period = self.momentum_resample_every
+        if period is not None and self.updates % period == 0:
+            self.dynamics, accept_rate = resample_momentum(self.rng, self.dynamics, self.config)
+            resampled = True
+            accept_rates.append(accept_rate)
+        period = self.thermostat_resample_every
+        if period is not None and self.updates % period == 0:
+            self.dynamics = resample_thermostat(self.rng, self.dynamics)
+            resampled = True
+        return resampled, accept_rates
+
+    def _thermostat_mean(self):
+        if self.config.kinetics is None or self.config.gamma == 0:
+            return np.nan
+        return float(np.mean(self.dynamics.thermostat))
+
+    def _check_finite(self, step_size):
+        dynamics = self.dynamics
+        parts = {
+            "log density": self._log_density,
+            "gradient": self._grad_norm,
+            "position": dynamics.position,
+        }
+        if dynamics.momentum is not None:
+            parts.update(momentum=dynamics.momentum, thermostat=dynamics.thermostat)
+        if np.isfinite(sum(np.sum(value) for value in parts.values())):
+            return
+        bad = [name for name, value in parts.items() if not np.all(np.isfinite(value))]
+        phase = "tuning" if self.tune else "sampling"
+        raise SamplerDivergenceError(
+            f"{type(self).__name__} diverged at update {self.updates} of this chain "
+            f"({phase}): non-finite {', '.join(bad)} with step size {step_size:g}. "
+            f"Pass a smaller step_size (e.g. {step_size / 10:g}) or a larger batch_size, "
+            "or start closer to the posterior (initvals)."
+        )
+
+    def _update_scale(self):
+        """Re-estimate the preconditioner ``s`` at the current point (see class docstring)."""
+        mm = self.minibatch_model
+        theta = self.dynamics.position * self.scale
+        rows = self.rng.choice(mm.n_data, size=min(mm.n_data, FISHER_ROWS), replace=False)
+        per_row = mm.grad_loglik(theta, rows, per_row=True)
+        fisher = mm.n_data * np.var(per_row, axis=0)
+        precision = fisher + np.maximum(_prior_curvature(mm, theta), 0.0)
+        new_scale = np.where(
+            np.isfinite(precision) & (precision > 0), 1.0 / np.sqrt(precision), 1.0
+        )
+        self.dynamics = self.dynamics._replace(position=theta / new_scale)
+        self.scale = new_scale
+
+
+def _prior_curvature(minibatch_model, theta, rel_step=1e-4):
+    """``-d^2 log prior / d theta_d^2`` by central differences of the prior's gradient."""
+    curvature = np.empty(theta.size)
+    for d in range(theta.size):
+        delta = rel_step * max(1.0, abs(theta[d]))
+        shift = np.zeros(theta.size)
+        shift[d] = delta
+        upper = minibatch_model.logprior_and_grad(theta + shift)[1][d]
+        lower = minibatch_model.logprior_and_grad(theta - shift)[1][d]
+        curvature[d] = -(upper - lower) / (2.0 * delta)
+    return curvature
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _optional_period(name, value):
+    return None if value is None else _positive_int(name, value)
+
+
+_COMMON_PARAMETERS = """
+    vars : list of variables, optional
+        Continuous free variables to sample (default: all continuous ones).
+    batch_size : int
+        Rows per gradient estimate.
+    step_size : float or schedule, optional
+        ``h``, a positive number or a schedule from :mod:`pymc_minibatch.schedules`
+        (``constant``, ``polynomial_decay``, ``cyclical``) evaluated at the update count
+        ``t = 0, 1, ...`` of the chain (tuning included). Default: the rule above.
+    thin : int, default 1
+        Updates per recorded draw (each costs one gradient estimate); statistics describe
+        the last update, ``resampled`` any of them.
+    precondition : bool, optional
+        Run in the preconditioned coordinates described in :class:`SGMCMC`. Default: True
+        when ``step_size`` is not given, False otherwise (then ``h`` is in the units of the
+        model's (transformed) parameters, as in the papers).
+    warmup : int, default 200
+        With ``precondition``: tuning updates spent on preconditioned stochastic-gradient
+        ascent toward the mode before the dynamics start from fresh momentum; see
+        :class:`SGMCMC`.
+    model : pymc.Model, optional
+"""
+
+
+class SGLD(SGMCMC):
+    __doc__ = f"""Stochastic gradient Langevin dynamics (Welling & Teh 2011, ICML).
+
+    ``theta <- theta + (h / 2) g(theta) + sqrt(h) z`` with the minibatch gradient ``g``
+    (no momentum; the first-order special case of the SGMGT kernel with
+    ``sigma_theta = 1/2``).
+
+    **Default step size**: ``h = 0.4 / (1 + r)`` with ``r = N / B - 1``. On a Gaussian
+    posterior with unit scale the Euler step inflates the stationary variance by about
+    ``h / 4`` and the gradient noise by about ``h r / 4``; the rule keeps their sum near
+    10%. A chain then needs about ``2 / h`` updates per independent draw, growing with
+    ``N / B``: plan ``draws`` (or ``thin``) accordingly.
+
+    Parameters
+    ----------{_COMMON_PARAMETERS}
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 10)
+    ...     pm.Normal("y", mu, 1.0, observed=y)
+    ...     idata = pm.sample(step=pmm.SGLD(batch_size=100), draws=500, tune=500,
+    ...                       chains=1, progressbar=False, random_seed=0)
+    """
+
+    name = "sgld"
+
+    def __init__(self, vars=None, *, batch_size, **kwargs):
+        config = SGMGTConfig(None, sigma_theta=0.5, sigma_p=0.0, sigma_xi=0.0, gamma=0.0)
+        super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
+
+    def default_step_size(self, noise_ratio):
+        return 0.4 / (1.0 + noise_ratio)
+
+
+class SGHMC(SGMCMC):
+    __doc__ = f"""Stochastic gradient Hamiltonian Monte Carlo (Chen, Fox & Guestrin 2014, ICML).
+
+    ``p <- p + h g(theta) - h friction p + sqrt(2 friction h) z``, ``theta <- theta + h p``
+    (the SGMGT kernel with Gaussian kinetics and no thermostat, ``B_hat = 0``).
+
+    **Default step size**: ``h = min(0.1, 0.2 friction / (1 + r))`` with ``r = N / B - 1``.
+    The gradient noise adds about ``h r / (2 friction)`` to the momentum's temperature
+    (SGHMC does not correct it); the rule keeps it near 10%.
+
+    Parameters
+    ----------{_COMMON_PARAMETERS}    friction : float, default 1.0
+        ``C = sigma_p``, friction and injected-noise coefficient.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 10)
+    ...     pm.Normal("y", mu, 1.0, observed=y)
+    ...     idata = pm.sample(step=pmm.SGHMC(batch_size=100), draws=500, tune=500,
+    ...                       chains=1, progressbar=False, random_seed=0)
+    """
+
+    name = "sghmc"
+
+    def __init__(self, vars=None, *, batch_size, friction=1.0, **kwargs):
+        if not (np.isfinite(friction) and friction > 0):
+            raise ValueError(f"friction must be a positive finite number, got {friction}")
+        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, float(friction), 0.0, 0.0)
+        super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
+
+    def default_step_size(self, noise_ratio):
+        return min(0.1, 0.2 * self.config.sigma_p / (1.0 + noise_ratio))
+
+
+class SGNHT(SGMCMC):
+    __doc__ = f"""Stochastic gradient Nosé–Hoover thermostat (Ding et al. 2014, NeurIPS).
+
+    ``p <- p + h g(theta) - h (A + xi) p + sqrt(2 A h) z``, ``theta <- theta + h p``,
+    ``xi <- xi + h (p^2 - 1)``, with one thermostat per coordinate (the SGMGT kernel with
+    Gaussian kinetics, ``sigma_theta = sigma_xi = 0``, ``gamma = 1``; the friction
+    ``A + xi`` is Ding et al.'s thermostat). The thermostat absorbs the unknown gradient
+    noise by holding ``E[p^2] = 1``.
+
+    **Default step size**: ``h = min(0.05, 0.5 / (1 + r))`` with ``r = N / B - 1``. The
+    thermostat settles near ``A + h r / 2`` and removes most of the gradient noise's
+    heat, but not all of it at large ``h r``: on a unit Gaussian with ``r = 49`` the
+    stationary variance of SGNHT, SGMGT (a = 1, 2) and SGMGT-D stays within 10% of 1 at
+    ``h = 0.5 / (1 + r)`` and is off by 20–50% at ``h = 0.1``
+    (``tests/kernels/test_sgmgt.py``).
+
+    Parameters
+    ----------{_COMMON_PARAMETERS}    diffusion : float, default 1.0
+        ``A = sigma_p``, the injected noise (and the thermostat's starting friction).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 10)
+    ...     pm.Normal("y", mu, 1.0, observed=y)
+    ...     idata = pm.sample(step=pmm.SGNHT(batch_size=100), draws=500, tune=500,
+    ...                       chains=1, progressbar=False, random_seed=0)
+    """
+
+    name = "sgnht"
+
+    def __init__(self, vars=None, *, batch_size, diffusion=1.0, **kwargs):
+        if not (np.isfinite(diffusion) and diffusion > 0):
+            raise ValueError(f"diffusion must be a positive finite number, got {diffusion}")
+        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, float(diffusion), 0.0, 1.0)
+        super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
+
+    def default_step_size(self, noise_ratio):
+        return thermostat_step_size(noise_ratio)
+
+
+def thermostat_step_size(noise_ratio):
+    """``min(0.05, 0.5 / (1 + r))``: the default for the thermostat samplers."""
+    return min(0.05, 0.5 / (1.0 + noise_ratio))
+
+
+class SGMGT(SGMCMC):
+    __doc__ = f"""Stochastic gradient monomial-gamma thermostat (Zhang et al. 2017, ICML).
+
+    SGNHT with the softened monomial-gamma kinetics ``K_c`` (``|p|^(1/a)`` away from 0):
+    heavier-tailed momentum, which crosses energy barriers between modes more often, plus
+    exact stochastic resampling of ``p`` from ``exp(-K_c)`` every
+    ``momentum_resample_every`` updates and of ``xi`` from ``N(0, 1)`` every
+    ``thermostat_resample_every`` updates (eq. 15 of the paper, kernel in
+    :mod:`pymc_minibatch.kernels.sgmgt`). With ``sigma_theta > 0`` and ``sigma_xi > 0``
+    it is SGMGT-D (see :class:`SGMGTD`).
+
+    **Default step size**: as :class:`SGNHT`, ``h = min(0.05, 0.5 / (1 + r))``.
+
+    Parameters
+    ----------{_COMMON_PARAMETERS}    a : {{0.5, 1, 2}}, default 1
+        Monomial parameter (0.5: Gaussian kinetics, i.e. SGNHT with resampling).
+    c : float, default 10.0
+        Softening of the kinetics; momentum draws accept with probability at least
+        ``exp(-2/c)``.
+    sigma_p : float, default 1.0
+        Momentum diffusion (and constant friction).
+    gamma : float, default 1.0
+        Thermostat coupling.
+    sigma_theta, sigma_xi : float, default 0.0
+        First-order (Langevin) diffusion on ``theta`` and ``xi``.
+    momentum_resample_every, thermostat_resample_every : int or None, default 100
+        Resampling periods ``T_p``, ``T_xi`` (None: never), the paper's default 100.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 10)
+    ...     pm.Normal("y", mu, 1.0, observed=y)
+    ...     idata = pm.sample(step=pmm.SGMGT(batch_size=100, a=2), draws=500, tune=500,
+    ...                       chains=1, progressbar=False, random_seed=0)
+    """
+
+    name = "sgmgt"
+
+    def __init__(
+        self,
+        vars=None,
+        *,
+        batch_size,
+        a=1,
+        c=10.0,
+        sigma_p=1.0,
+        gamma=1.0,
+        sigma_theta=0.0,
+        sigma_xi=0.0,
+        momentum_resample_every=100,
+        thermostat_resample_every=100,
+        **kwargs,
+    ):
+        config = SGMGTConfig(
+            make_kinetics(a, c), float(sigma_theta), float(sigma_p), float(sigma_xi), float(gamma)
+        )
+        super().__init__(
+            vars,
+            batch_size=batch_size,
+            config=config,
+            momentum_resample_every=momentum_resample_every,
+            thermostat_resample_every=thermostat_resample_every,
+            **kwargs,
+        )
+
+    def default_step_size(self, noise_ratio):
+        return thermostat_step_size(noise_ratio)
+
+
+class SGMGTD(SGMGT):
+    __doc__ = f"""SGMGT-D: :class:`SGMGT` with Langevin diffusion on ``theta`` and ``xi``.
+
+    The ``d theta`` and ``d xi`` equations of eq. (15) gain ``sigma_theta g dt +
+    sqrt(2 sigma_theta) dW`` and ``-sigma_xi xi dt + sqrt(2 sigma_xi) dW``, which keep
+    ``theta`` moving when the monomial-gamma velocity is small and make the SDE elliptic
+    (Zhang et al. 2017). Same arguments as :class:`SGMGT`, with defaults
+    ``sigma_theta = 0.01`` and ``sigma_xi = 0.1`` (in preconditioned units; the paper tunes
+    them by validation).
+
+    Parameters
+    ----------{_COMMON_PARAMETERS}    a, c, sigma_p, gamma
+        As for :class:`SGMGT`.
+    momentum_resample_every, thermostat_resample_every
+        As for :class:`SGMGT`.
+    sigma_theta : float, default 0.01
+    sigma_xi : float, default 0.1
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 10)
+    ...     pm.Normal("y", mu, 1.0, observed=y)
+    ...     idata = pm.sample(step=pmm.SGMGTD(batch_size=100, a=2), draws=500, tune=500,
+    ...                       chains=1, progressbar=False, random_seed=0)
+    """
+
+    name = "sgmgtd"
+
+    def __init__(self, vars=None, *, batch_size, sigma_theta=0.01, sigma_xi=0.1, **kwargs):
+        if not (sigma_theta > 0 and sigma_xi > 0):
+            raise ValueError(
+                "SGMGTD needs sigma_theta > 0 and sigma_xi > 0 (use SGMGT for zero values)"
+            )
+        super().__init__(
+            vars, batch_size=batch_size, sigma_theta=sigma_theta, sigma_xi=sigma_xi, **kwargs
+        )

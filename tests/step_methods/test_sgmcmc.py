@@ -1,0 +1,194 @@
+"""SGLD / SGHMC / SGNHT / SGMGT / SGMGT-D step methods: batches, rules, stats, errors."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_minibatch as pmm
+from pymc_minibatch._compat import posterior, sample_stats
+from pymc_minibatch.step_methods.sgmcmc import WARMUP_UPDATES
+
+RNG = np.random.default_rng(21)
+N_ROWS = 800
+X = RNG.normal(size=(N_ROWS, 2))
+Y = (RNG.random(N_ROWS) < 1 / (1 + np.exp(-X @ np.array([0.7, -0.3])))).astype("int64")
+PRESETS = [pmm.SGLD, pmm.SGHMC, pmm.SGNHT, pmm.SGMGT, pmm.SGMGTD]
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 2, shape=2)
+        pm.Bernoulli("y", logit_p=X @ beta, observed=Y)
+    return model
+
+
+@pytest.fixture(scope="module")
+def normal_mean():
+    y = np.random.default_rng(1).normal(2.0, 1.5, size=4000)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y", mu, 1.5, observed=y)
+    return model, y
+
+
+def _steps(step, point, n):
+    stats = []
+    for _ in range(n):
+        point, [stat] = step.step(point)
+        stats.append(stat)
+    return point, stats
+
+
+@pytest.mark.parametrize(
+    ("sampler", "expected"),
+    [
+        (pmm.SGLD, 0.4 / 16),
+        (pmm.SGHMC, 0.2 / 16),
+        (pmm.SGNHT, 0.5 / 16),
+        (pmm.SGMGT, 0.5 / 16),
+        (pmm.SGMGTD, 0.5 / 16),
+    ],
+)
+def test_default_step_sizes_follow_the_documented_rules(logistic, sampler, expected):
+    with logistic:  # r = N / B - 1 = 15, or 0 with all rows
+        step = sampler(batch_size=50)
+        full = sampler(batch_size=N_ROWS)
+    assert step.schedule(0) == pytest.approx(expected)
+    assert step.precondition and step.warmup == WARMUP_UPDATES
+    assert full.schedule(0) == pytest.approx({pmm.SGLD: 0.4, pmm.SGHMC: 0.1}.get(sampler, 0.05))
+
+
+def test_each_epoch_uses_every_row_once(logistic):
+    with logistic:
+        step = pmm.SGNHT(batch_size=150, step_size=1e-3, rng=3)
+    seen = []
+    estimate = step.minibatch_model.grad_estimate
+
+    def spy(theta, idx):
+        seen.append(np.array(idx))
+        return estimate(theta, idx)
+
+    step.minibatch_model.grad_estimate = spy
+    _steps(step, logistic.initial_point(), 10)
+    assert all(rows.size == 150 for rows in seen)
+    first, second = np.concatenate(seen[:5]), np.concatenate(seen[5:10])
+    assert np.unique(first).size == 750 and np.unique(second).size == 750  # 50 left over
+    assert not np.array_equal(first, second)
+
+
+def test_statistics_describe_the_dynamics(logistic):
+    with logistic:
+        sgld = pmm.SGLD(batch_size=100, rng=0)
+        sghmc = pmm.SGHMC(batch_size=100, rng=0)
+        sgmgt = pmm.SGMGT(batch_size=100, a=2, momentum_resample_every=5, rng=0, warmup=0)
+    point = logistic.initial_point()
+    _, [stats] = _steps(sgld, point, 1)
+    assert np.isnan(stats["kinetic_energy"]) and np.isnan(stats["thermostat_mean"])
+    _, [stats] = _steps(sghmc, point, 1)
+    assert np.isfinite(stats["kinetic_energy"]) and np.isnan(stats["thermostat_mean"])
+    _, stats = _steps(sgmgt, point, 20)
+    resampled = [s["resampled"] for s in stats]
+    assert resampled == [(t + 1) % 5 == 0 for t in range(20)]
+    rates = np.array([s["resample_accept_rate"] for s in stats])
+    assert np.all(np.isnan(rates[~np.array(resampled)]))
+    assert np.all((rates[resampled] > 0) & (rates[resampled] <= 1))
+    energy = sgmgt.config.kinetics.energy(sgmgt.dynamics.momentum).sum()
+    assert stats[-1]["kinetic_energy"] == pytest.approx(energy)
+    assert stats[-1]["thermostat_mean"] == pytest.approx(np.mean(sgmgt.dynamics.thermostat))
+    assert all(s["grad_norm"] > 0 for s in stats)
+
+
+def test_schedules_and_thin_count_updates(logistic):
+    schedule = pmm.schedules.polynomial_decay(0.01, b=2.0, power=0.6)
+    with logistic:
+        step = pmm.SGHMC(batch_size=100, step_size=schedule, thin=4, rng=1)
+    assert not step.precondition  # a given step size is in the model's units
+    _, stats = _steps(step, logistic.initial_point(), 5)
+    # the stat is the step of each draw's last update: t = 3, 7, 11, ...
+    np.testing.assert_allclose([s["step_size"] for s in stats], schedule(np.arange(3, 20, 4)))
+    assert step.updates == 20
+
+
+def test_preconditioner_is_the_posterior_scale(normal_mean):
+    model, y = normal_mean
+    with model:
+        step = pmm.SGLD(batch_size=200, rng=2)
+    _steps(step, model.initial_point(), 1)
+    posterior_sd = 1 / np.sqrt(y.size / 1.5**2 + 1 / 10**2)
+    assert step.scale[0] == pytest.approx(posterior_sd, rel=0.1)
+
+
+def test_warmup_starts_the_dynamics_near_the_mode(normal_mean):
+    model, y = normal_mean
+    with model:
+        step = pmm.SGMGTD(batch_size=200, a=2, rng=2)
+    point, _ = _steps(step, {"mu": np.array(-50.0)}, WARMUP_UPDATES)
+    posterior_sd = 1 / np.sqrt(y.size / 1.5**2)
+    assert abs(point["mu"] - y.mean()) < 3 * posterior_sd
+    assert step.dynamics.momentum is not None and np.all(step.dynamics.thermostat == 0)
+
+
+@pytest.mark.parametrize("sampler", PRESETS)
+def test_divergence_stops_with_a_clear_error(sampler):
+    y = np.random.default_rng(1).poisson(3.0, size=1000)
+    with pm.Model():
+        log_rate = pm.Normal("log_rate", 0, 10)
+        pm.Poisson("y", pm.math.exp(log_rate), observed=y)
+        step = sampler(batch_size=100, step_size=1e3, rng=0)
+        with pytest.raises(pmm.SamplerDivergenceError, match=r"diverged at update \d+ .*smaller"):
+            pm.sample(step=step, draws=200, tune=0, chains=1, progressbar=False, random_seed=1)
+
+
+def test_a_point_outside_the_support_stops_the_chain():
+    with pm.Model():
+        sigma = pm.Normal("sigma", 1.0, 0.1)  # unconstrained: negative values give NaN
+        pm.Normal("y", 0.0, sigma, observed=np.ones(50))
+        step = pmm.SGLD(batch_size=10, step_size=1e-3, rng=0)
+    with pytest.raises(pmm.SamplerDivergenceError, match="non-finite log density"):
+        step.step({"sigma": np.array(-1.0)})
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda: pmm.SGLD(batch_size=0), ValueError, "batch_size must lie"),
+        (lambda: pmm.SGLD(batch_size=N_ROWS + 1), ValueError, "batch_size must lie"),
+        (lambda: pmm.SGLD(batch_size=10.0), TypeError, "batch_size must be an integer"),
+        (lambda: pmm.SGLD(batch_size=10, thin=0), ValueError, "thin"),
+        (lambda: pmm.SGLD(batch_size=10, warmup=-1), ValueError, "warmup"),
+        (lambda: pmm.SGLD(batch_size=10, step_size=-0.1), ValueError, "positive"),
+        (lambda: pmm.SGLD(batch_size=10, step_size="auto"), TypeError, "step_size"),
+        (lambda: pmm.SGHMC(batch_size=10, friction=0.0), ValueError, "friction"),
+        (lambda: pmm.SGNHT(batch_size=10, diffusion=-1.0), ValueError, "diffusion"),
+        (lambda: pmm.SGMGT(batch_size=10, a=3), ValueError, "monomial parameter a"),
+        (lambda: pmm.SGMGT(batch_size=10, c=0.0), ValueError, "softening c"),
+        (lambda: pmm.SGMGT(batch_size=10, gamma=-1.0), ValueError, "gamma"),
+        (lambda: pmm.SGMGT(batch_size=10, momentum_resample_every=0), ValueError, "resample"),
+        (lambda: pmm.SGMGTD(batch_size=10, sigma_xi=0.0), ValueError, "sigma_theta > 0"),
+    ],
+)
+def test_bad_arguments_raise(logistic, make, error, match):
+    with logistic, pytest.raises(error, match=match):
+        make()
+
+
+def test_discrete_variables_are_refused():
+    with pm.Model():
+        k = pm.Poisson("k", 3.0)
+        mu = pm.Normal("mu", 0, 1)
+        pm.Normal("y", mu + k, 1, observed=np.zeros(20))
+        with pytest.raises(ValueError, match="discrete"):
+            pmm.SGNHT([k, mu], batch_size=5)
+
+
+def test_sample_returns_pymc_result_with_our_statistics(logistic):
+    with logistic:
+        idata = pm.sample(
+            step=pmm.SGMGTD(batch_size=100), draws=50, tune=300, chains=2, random_seed=3,
+            progressbar=False, compute_convergence_checks=False,
+        )  # fmt: skip
+    stats = sample_stats(idata)
+    for name in ("step_size", "kinetic_energy", "thermostat_mean", "resampled", "grad_norm"):
+        assert stats[name].shape == (2, 50)
+    assert np.all(np.isfinite(posterior(idata)["beta"].values))
