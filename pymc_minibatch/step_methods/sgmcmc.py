@@ -437,6 +437,13 @@ class SGMGT(SGMCMC):
 
     **Default step size**: as :class:`SGNHT`, ``h = min(0.05, 0.5 / (1 + r))``.
 
+    **Choosing a**: ``a = 2`` crosses energy barriers more often (its momentum's kinetic
+    energy after a resampling is Gamma(2, 1)-distributed, against Gamma(1/2, 1) for
+    Gaussian kinetics), but its velocity ``K_c'(p)`` is small in the bulk: on a unit
+    Gaussian it gives about 5 effective draws per 1000 updates at ``h = 0.02``, against
+    about 135 for ``a = 1`` at ``h = 0.05``. Prefer ``a = 1`` unless the posterior is
+    multimodal.
+
     Parameters
     ----------{_COMMON_PARAMETERS}    a : {{0.5, 1, 2}}, default 1
         Monomial parameter (0.5: Gaussian kinetics, i.e. SGNHT with resampling).
