@@ -56,6 +56,8 @@ def test_default_step_sizes_follow_the_documented_rules(logistic, sampler, expec
         full = sampler(batch_size=N_ROWS)
     assert step.schedule(0) == pytest.approx(expected)
     assert step.precondition and step.warmup == WARMUP_UPDATES
+    if sampler in (pmm.SGMGT, pmm.SGMGTD):  # "auto": 10 time units
+        assert step.momentum_resample_every == step.thermostat_resample_every == 320
     assert full.schedule(0) == pytest.approx({pmm.SGLD: 0.4, pmm.SGHMC: 0.1}.get(sampler, 0.05))
 
 
