@@ -11,6 +11,7 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.kinetics import make_kinetics
+from pymc_minibatch.kernels.preconditioning import diagonal_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sgmgt import (
     SGMGTConfig,
@@ -23,6 +24,9 @@ from pymc_minibatch.kernels.sgmgt import (
     validate_config,
 )
 from pymc_minibatch.step_methods.base import MinibatchStep, MinibatchStepState
+
+RUNAWAY_DISTANCE = 1e4
+"""Preconditioned posterior sds from the warm-up point beyond which a chain has diverged."""
 
 FISHER_ROWS = 256
 """Rows whose per-row gradients estimate the Fisher information for the preconditioner."""
@@ -41,6 +45,7 @@ class SGMCMCState(MinibatchStepState):
     updates: int
     permutation: np.ndarray | None
     cursor: int
+    anchor: np.ndarray | None
 
 
 class SGMCMC(MinibatchStep):
@@ -53,12 +58,16 @@ class SGMCMC(MinibatchStep):
 
     **Preconditioning** (``precondition=True``, the default when ``step_size`` is not
     given): the sampler runs in ``z = theta / s`` with a per-coordinate scale
-    ``s_d = (F_dd + P_dd)^(-1/2)``, where ``F`` is the empirical Fisher information
-    ``N Cov_i(grad l_i(theta))`` from the per-row gradients of 256 random rows and ``P_dd``
-    the (positive part of the) prior's curvature, both at the current point. This is a
-    linear change of variables, so the target is unchanged; it plays the part of a diagonal
-    mass matrix. ``s`` is re-estimated during tuning at steps 0, 50, 100, 200, 400, ... and
-    then fixed. Step sizes (and the ``step_size`` statistic) are in units of ``z``.
+    ``s_d = (F_dd + P_dd)^(-1/2) / sqrt(lambda)``, where ``F`` is the empirical Fisher
+    information ``N Cov_i(grad l_i(theta))`` from the per-row gradients of 256 random rows,
+    ``P_dd`` the (positive part of the) prior's curvature, both at the current point, and
+    ``lambda`` the largest eigenvalue of the diagonally scaled curvature (power iteration;
+    :mod:`pymc_minibatch.kernels.preconditioning`). Every direction of ``z`` then has
+    curvature at most about 1; with strongly correlated parameters the flattest directions
+    have much less and mix slowly. This is a linear change of variables, so the target is
+    unchanged; it plays the part of a diagonal mass matrix. ``s`` is re-estimated during
+    tuning at steps 0, 50, 100, 200, 400, ... and then fixed. Step sizes (and the
+    ``step_size`` statistic) are in units of ``z``.
 
     **Warm-up**: with preconditioning, the first ``warmup`` tuning updates are
     stochastic-gradient ascent ``z += eta_t g(z)``: ``eta_t = 1/2`` for the first half
@@ -138,6 +147,7 @@ class SGMCMC(MinibatchStep):
         self.updates = 0
         self.permutation = None
         self.cursor = 0
+        self.anchor = None
 
     def astep(self, q0: RaveledVars):
         theta = q0.data
@@ -159,6 +169,7 @@ class SGMCMC(MinibatchStep):
                 )
                 self.updates += 1
                 self._check_finite(step_size)
+            self._check_runaway(step_size)
             did_resample, accept_rate = self._resample()
             resampled |= did_resample
             accept_rates.extend(accept_rate)
@@ -185,6 +196,7 @@ class SGMCMC(MinibatchStep):
         self._check_finite(step_size)
         if self.updates == self.warmup:  # the dynamics start here, with fresh momentum
             self.dynamics = init_state(self.rng, position, self.config)
+            self.anchor = position * self.scale
         return step_size
 
     def _gradient(self, z):
@@ -242,16 +254,29 @@ class SGMCMC(MinibatchStep):
             "or start closer to the posterior (initvals)."
         )
 
+    def _check_runaway(self, step_size):
+        """Stop a chain that left the warm-up point by more than RUNAWAY_DISTANCE
+        preconditioned units: an unstable step can grow without ever overflowing."""
+        if self.anchor is None:
+            return
+        distance = np.max(np.abs(self.dynamics.position - self.anchor / self.scale))
+        if distance > RUNAWAY_DISTANCE:
+            phase = "tuning" if self.tune else "sampling"
+            raise SamplerDivergenceError(
+                f"{type(self).__name__} diverged at update {self.updates} of this chain "
+                f"({phase}): it moved {distance:.3g} preconditioned posterior sds from where "
+                f"its dynamics started, with step size {step_size:g}. Pass a smaller "
+                f"step_size (e.g. {step_size / 10:g}) or a larger batch_size."
+            )
+
     def _update_scale(self):
         """Re-estimate the preconditioner ``s`` at the current point (see class docstring)."""
         mm = self.minibatch_model
         theta = self.dynamics.position * self.scale
         rows = self.rng.choice(mm.n_data, size=min(mm.n_data, FISHER_ROWS), replace=False)
         per_row = mm.grad_loglik(theta, rows, per_row=True)
-        fisher = mm.n_data * np.var(per_row, axis=0)
-        precision = fisher + np.maximum(_prior_curvature(mm, theta), 0.0)
-        new_scale = np.where(
-            np.isfinite(precision) & (precision > 0), 1.0 / np.sqrt(precision), 1.0
+        new_scale = diagonal_preconditioner(
+            per_row, mm.n_data, _prior_curvature(mm, theta), self.rng
         )
         self.dynamics = self.dynamics._replace(position=theta / new_scale)
         self.scale = new_scale

@@ -132,6 +132,31 @@ def test_warmup_starts_the_dynamics_near_the_mode(normal_mean):
 
 
 @pytest.mark.parametrize("sampler", PRESETS)
+def test_defaults_are_stable_with_strongly_correlated_predictors(sampler):
+    """Ten predictors sharing one factor: a diagonal scaling alone left curvature ~10 in
+    z, and the warm-up's step 1/2 and SGLD's step diverged (caught by the benchmark)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1000, 1)) + 0.3 * rng.normal(size=(1000, 10))
+    y = (rng.random(1000) < 1 / (1 + np.exp(-x.sum(axis=1) / 4))).astype("int64")
+    with pm.Model():
+        beta = pm.Normal("beta", 0, 1, shape=10)
+        pm.Bernoulli("y", logit_p=pm.math.dot(x, beta), observed=y)
+        idata = pm.sample(
+            step=sampler(batch_size=40), draws=100, tune=500, chains=1, random_seed=0,
+            progressbar=False, compute_convergence_checks=False,
+        )  # fmt: skip
+    assert np.all(np.abs(posterior(idata)["beta"].values) < 5)
+
+
+def test_a_runaway_chain_stops_before_it_overflows(normal_mean):
+    model, _ = normal_mean
+    with model:  # SGLD is unstable beyond eps = 4 at unit curvature: |z| grows 1.5x per update
+        step = pmm.SGLD(batch_size=200, step_size=5.0, precondition=True, rng=0)
+        with pytest.raises(pmm.SamplerDivergenceError, match="preconditioned posterior sds"):
+            pm.sample(step=step, draws=0, tune=400, chains=1, progressbar=False, random_seed=1)
+
+
+@pytest.mark.parametrize("sampler", PRESETS)
 def test_divergence_stops_with_a_clear_error(sampler):
     y = np.random.default_rng(1).poisson(3.0, size=1000)
     with pm.Model():
