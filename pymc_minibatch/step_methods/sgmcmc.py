@@ -11,7 +11,12 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.kinetics import make_kinetics
-from pymc_minibatch.kernels.preconditioning import diagonal_preconditioner
+from pymc_minibatch.kernels.preconditioning import (
+    DensePreconditioner,
+    DiagonalPreconditioner,
+    estimate_preconditioner,
+    identity_preconditioner,
+)
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sgmgt import (
     SGMGTConfig,
@@ -41,7 +46,7 @@ PRECONDITIONER_UPDATES = (0, 50, 100, 200, 400, 800, 1600, 3200)
 @dataclass_state
 class SGMCMCState(MinibatchStepState):
     dynamics: SGMGTState | None
-    scale: np.ndarray
+    preconditioner: DiagonalPreconditioner | DensePreconditioner
     updates: int
     permutation: np.ndarray | None
     cursor: int
@@ -57,17 +62,16 @@ class SGMCMC(MinibatchStep):
     ``grad log p(theta) + (N / B) sum_{i in batch} grad log p(y_i | theta)``.
 
     **Preconditioning** (``precondition=True``, the default when ``step_size`` is not
-    given): the sampler runs in ``z = theta / s`` with a per-coordinate scale
-    ``s_d = (F_dd + P_dd)^(-1/2) / sqrt(lambda)``, where ``F`` is the empirical Fisher
-    information ``N Cov_i(grad l_i(theta))`` from the per-row gradients of 256 random rows,
-    ``P_dd`` the (positive part of the) prior's curvature, both at the current point, and
-    ``lambda`` the largest eigenvalue of the diagonally scaled curvature (power iteration;
-    :mod:`pymc_minibatch.kernels.preconditioning`). Every direction of ``z`` then has
-    curvature at most about 1; with strongly correlated parameters the flattest directions
-    have much less and mix slowly. This is a linear change of variables, so the target is
-    unchanged; it plays the part of a diagonal mass matrix. ``s`` is re-estimated during
-    tuning at steps 0, 50, 100, 200, 400, ... and then fixed. Step sizes (and the
-    ``step_size`` statistic) are in units of ``z``.
+    given): the sampler runs in ``z`` with ``theta = L z``, a linear change of variables
+    (the target is unchanged; ``L`` plays the part of a mass matrix) that makes the
+    curvature of the log posterior in ``z`` about the identity. The curvature is estimated
+    at the current point by the empirical Fisher information ``N Cov_i(grad l_i(theta))``
+    from the per-row gradients of 256 random rows plus the prior's curvature (diagonal).
+    Up to 100 parameters ``L`` is dense (Cholesky); beyond, it is diagonal and shrunk so that
+    no direction has curvature above about 1 (see
+    :mod:`pymc_minibatch.kernels.preconditioning`). ``L`` is re-estimated during tuning at
+    steps 0, 50, 100, 200, 400, ... and then fixed. Step sizes (and the ``step_size``
+    statistic) are in units of ``z``.
 
     **Warm-up**: with preconditioning, the first ``warmup`` tuning updates are
     stochastic-gradient ascent ``z += eta_t g(z)``: ``eta_t = 1/2`` for the first half
@@ -143,7 +147,7 @@ class SGMCMC(MinibatchStep):
 
     def reset_tuning(self):
         self.dynamics = None
-        self.scale = np.ones(self.minibatch_model.ndim)
+        self.preconditioner = identity_preconditioner(self.minibatch_model.ndim)
         self.updates = 0
         self.permutation = None
         self.cursor = 0
@@ -152,13 +156,13 @@ class SGMCMC(MinibatchStep):
     def astep(self, q0: RaveledVars):
         theta = q0.data
         if self.dynamics is None:
-            self.dynamics = init_state(self.rng, theta / self.scale, self.config)
+            self.dynamics = init_state(self.rng, self.preconditioner.to_z(theta), self.config)
         else:  # PyMC's point is authoritative (e.g. a new chain's start)
-            self.dynamics = self.dynamics._replace(position=theta / self.scale)
+            self.dynamics = self.dynamics._replace(position=self.preconditioner.to_z(theta))
         resampled, accept_rates = False, []
         for _ in range(self.thin):
             if self.tune and self.precondition and self.updates in PRECONDITIONER_UPDATES:
-                self._update_scale()
+                self._update_preconditioner()
             if self.tune and self.precondition and self.updates < self.warmup:
                 step_size = self._warmup_update()
                 continue
@@ -183,7 +187,7 @@ class SGMCMC(MinibatchStep):
             # the gradient norm in the user's parametrisation, not in z
             "grad_norm": self._grad_norm,
         }
-        position = self.dynamics.position * self.scale
+        position = self.preconditioner.to_theta(self.dynamics.position)
         return RaveledVars(position, q0.point_map_info), [stats]
 
     def _warmup_update(self):
@@ -196,14 +200,14 @@ class SGMCMC(MinibatchStep):
         self._check_finite(step_size)
         if self.updates == self.warmup:  # the dynamics start here, with fresh momentum
             self.dynamics = init_state(self.rng, position, self.config)
-            self.anchor = position * self.scale
+            self.anchor = position.copy()
         return step_size
 
     def _gradient(self, z):
-        theta = z * self.scale
+        theta = self.preconditioner.to_theta(z)
         self._log_density, grad = self.minibatch_model.grad_estimate(theta, self._next_batch())
         self._grad_norm = float(np.linalg.norm(grad))
-        return grad * self.scale
+        return self.preconditioner.gradient_to_z(grad)
 
     def _next_batch(self):
         n_data, batch = self.minibatch_model.n_data, self.batch_size
@@ -259,7 +263,7 @@ class SGMCMC(MinibatchStep):
         preconditioned units: an unstable step can grow without ever overflowing."""
         if self.anchor is None:
             return
-        distance = np.max(np.abs(self.dynamics.position - self.anchor / self.scale))
+        distance = np.max(np.abs(self.dynamics.position - self.preconditioner.to_z(self.anchor)))
         if distance > RUNAWAY_DISTANCE:
             phase = "tuning" if self.tune else "sampling"
             raise SamplerDivergenceError(
@@ -269,17 +273,16 @@ class SGMCMC(MinibatchStep):
                 f"step_size (e.g. {step_size / 10:g}) or a larger batch_size."
             )
 
-    def _update_scale(self):
-        """Re-estimate the preconditioner ``s`` at the current point (see class docstring)."""
+    def _update_preconditioner(self):
+        """Re-estimate the preconditioner at the current point (see the class docstring)."""
         mm = self.minibatch_model
-        theta = self.dynamics.position * self.scale
+        theta = self.preconditioner.to_theta(self.dynamics.position)
         rows = self.rng.choice(mm.n_data, size=min(mm.n_data, FISHER_ROWS), replace=False)
         per_row = mm.grad_loglik(theta, rows, per_row=True)
-        new_scale = diagonal_preconditioner(
+        self.preconditioner = estimate_preconditioner(
             per_row, mm.n_data, _prior_curvature(mm, theta), self.rng
         )
-        self.dynamics = self.dynamics._replace(position=theta / new_scale)
-        self.scale = new_scale
+        self.dynamics = self.dynamics._replace(position=self.preconditioner.to_z(theta))
 
 
 def _prior_curvature(minibatch_model, theta, rel_step=1e-4):

@@ -118,7 +118,7 @@ def test_preconditioner_is_the_posterior_scale(normal_mean):
         step = pmm.SGLD(batch_size=200, rng=2)
     _steps(step, model.initial_point(), 1)
     posterior_sd = 1 / np.sqrt(y.size / 1.5**2 + 1 / 10**2)
-    assert step.scale[0] == pytest.approx(posterior_sd, rel=0.1)
+    assert step.preconditioner.to_theta(np.ones(1))[0] == pytest.approx(posterior_sd, rel=0.1)
 
 
 def test_warmup_starts_the_dynamics_near_the_mode(normal_mean):
