@@ -7,7 +7,8 @@ information ``F = N Cov_i(grad l_i)`` of a subsample of rows plus the prior's cu
 the identity:
 
 - :class:`DensePreconditioner` (few parameters): ``C = R R^T`` (Cholesky), ``L = R^-T``, so
-  that ``L^T C L = I`` exactly for the estimate, correlations included.
+  that ``L^T C L = I`` exactly for the estimate, correlations included. Here ``C`` is
+  preferably minus the Hessian of the minibatch log posterior (finite differences).
 - :class:`DiagonalPreconditioner` (many parameters): ``L = diag(s)``,
   ``s_d = C_dd^(-1/2) / sqrt(lambda)``, with ``lambda`` the largest eigenvalue of the
   diagonally scaled curvature (power iteration), so that every direction of ``z`` has
@@ -58,29 +59,47 @@ def identity_preconditioner(ndim):
 
 
 def estimate_preconditioner(
-    per_row_grads, n_data, prior_curvature, rng: np.random.Generator, dense_max_dim=DENSE_MAX_DIM
+    per_row_grads,
+    n_data,
+    prior_curvature,
+    rng: np.random.Generator,
+    hessian=None,
+    dense_max_dim=DENSE_MAX_DIM,
 ):
     """A preconditioner from per-row gradients (rows x dims) at one point.
 
-    Dense when the dimension is at most ``dense_max_dim`` and below the number of rows and
-    the estimated curvature is positive definite; otherwise diagonal, where coordinates with
-    no estimated curvature (or a non-finite one) get scale 1.
+    Dense when the dimension is at most ``dense_max_dim``: from ``hessian`` (minus the
+    Hessian of the log posterior, e.g. by finite differences of minibatch gradients) if it
+    is given and positive definite, else from the empirical Fisher information if the rows
+    outnumber the dimensions and it is positive definite. The empirical Fisher can be far
+    below the curvature away from the mode (an overfitted logistic regression has small
+    residuals), which is why the Hessian comes first. Otherwise diagonal, where
+    coordinates with no estimated curvature (or a non-finite one) get scale 1.
     """
     rows, ndim = per_row_grads.shape
     centred = per_row_grads - per_row_grads.mean(axis=0)
     weight = n_data / rows
     prior = np.maximum(prior_curvature, 0.0)
     finite = np.all(np.isfinite(centred)) and np.all(np.isfinite(prior))
-    if finite and ndim <= dense_max_dim and ndim < rows:
-        curvature = weight * (centred.T @ centred) + np.diag(prior)
-        try:
-            factor = np.linalg.cholesky(curvature)
-        except np.linalg.LinAlgError:
-            pass
-        else:
-            transform = np.linalg.inv(factor).T
-            return DensePreconditioner(transform, factor.T.copy())
+    if ndim <= dense_max_dim:
+        candidates = [] if hessian is None else [0.5 * (hessian + hessian.T)]
+        if finite and ndim < rows:
+            candidates.append(weight * (centred.T @ centred) + np.diag(prior))
+        for curvature in candidates:
+            dense = _dense(curvature)
+            if dense is not None:
+                return dense
     return _diagonal(centred, weight, prior, rng, finite)
+
+
+def _dense(curvature):
+    if not np.all(np.isfinite(curvature)):
+        return None
+    try:
+        factor = np.linalg.cholesky(curvature)
+    except np.linalg.LinAlgError:
+        return None
+    return DensePreconditioner(np.linalg.inv(factor).T, factor.T.copy())
 
 
 def _diagonal(centred, weight, prior, rng, finite):

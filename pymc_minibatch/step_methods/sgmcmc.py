@@ -12,6 +12,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.kinetics import make_kinetics
 from pymc_minibatch.kernels.preconditioning import (
+    DENSE_MAX_DIM,
     DensePreconditioner,
     DiagonalPreconditioner,
     estimate_preconditioner,
@@ -39,6 +40,10 @@ FISHER_ROWS = 256
 WARMUP_UPDATES = 200
 """Default number of tuning updates spent moving toward the mode before the dynamics start."""
 
+WARMUP_BATCH = 1000
+"""Rows per warm-up gradient (at least ``batch_size``; all rows if fewer): a small batch's
+gradient noise would throw the ascent far from the mode."""
+
 PRECONDITIONER_UPDATES = (0, 50, 100, 200, 400, 800, 1600, 3200)
 """Tuning steps at which the preconditioner is re-estimated at the current point."""
 
@@ -65,16 +70,18 @@ class SGMCMC(MinibatchStep):
     given): the sampler runs in ``z`` with ``theta = L z``, a linear change of variables
     (the target is unchanged; ``L`` plays the part of a mass matrix) that makes the
     curvature of the log posterior in ``z`` about the identity. The curvature is estimated
-    at the current point by the empirical Fisher information ``N Cov_i(grad l_i(theta))``
-    from the per-row gradients of 256 random rows plus the prior's curvature (diagonal).
-    Up to 100 parameters ``L`` is dense (Cholesky); beyond, it is diagonal and shrunk so that
-    no direction has curvature above about 1 (see
+    at the current point on 256 random rows. Up to 100 parameters ``L`` is dense
+    (Cholesky of minus the minibatch Hessian by central differences of gradients, or of the
+    empirical Fisher information ``N Cov_i(grad l_i(theta))`` where the Hessian is not
+    positive definite); beyond, it is diagonal (Fisher plus the prior's curvature) and
+    shrunk so that no direction has curvature above about 1 (see
     :mod:`pymc_minibatch.kernels.preconditioning`). ``L`` is re-estimated during tuning at
     steps 0, 50, 100, 200, 400, ... and then fixed. Step sizes (and the ``step_size``
     statistic) are in units of ``z``.
 
     **Warm-up**: with preconditioning, the first ``warmup`` tuning updates are
-    stochastic-gradient ascent ``z += eta_t g(z)``: ``eta_t = 1/2`` for the first half
+    stochastic-gradient ascent ``z += eta_t g(z)`` on batches of ``max(batch_size, 1000)``
+    rows (all rows if fewer): ``eta_t = 1/2`` for the first half
     (with unit curvature in ``z`` the distance to the mode halves every update) and
     ``eta_t = 1 / (t' + 2)`` for the second half (``t'`` counted from its start:
     Robbins–Monro steps that average the gradient noise). The dynamics then start, with
@@ -194,7 +201,11 @@ class SGMCMC(MinibatchStep):
         """One preconditioned stochastic-gradient ascent step (see the class docstring)."""
         half = self.warmup // 2
         step_size = 0.5 if self.updates < half else 1.0 / (self.updates - half + 2.0)
-        position = self.dynamics.position + step_size * self._gradient(self.dynamics.position)
+        rows = self.rng.choice(n_data := self.minibatch_model.n_data,
+                               size=min(n_data, max(self.batch_size, WARMUP_BATCH)),
+                               replace=False)  # fmt: skip
+        gradient = self._gradient(self.dynamics.position, rows)
+        position = self.dynamics.position + step_size * gradient
         self.dynamics = self.dynamics._replace(position=position)
         self.updates += 1
         self._check_finite(step_size)
@@ -203,9 +214,10 @@ class SGMCMC(MinibatchStep):
             self.anchor = position.copy()
         return step_size
 
-    def _gradient(self, z):
+    def _gradient(self, z, rows=None):
         theta = self.preconditioner.to_theta(z)
-        self._log_density, grad = self.minibatch_model.grad_estimate(theta, self._next_batch())
+        rows = self._next_batch() if rows is None else rows
+        self._log_density, grad = self.minibatch_model.grad_estimate(theta, rows)
         self._grad_norm = float(np.linalg.norm(grad))
         return self.preconditioner.gradient_to_z(grad)
 
@@ -279,10 +291,24 @@ class SGMCMC(MinibatchStep):
         theta = self.preconditioner.to_theta(self.dynamics.position)
         rows = self.rng.choice(mm.n_data, size=min(mm.n_data, FISHER_ROWS), replace=False)
         per_row = mm.grad_loglik(theta, rows, per_row=True)
+        hessian = _minibatch_hessian(mm, theta, rows) if mm.ndim <= DENSE_MAX_DIM else None
         self.preconditioner = estimate_preconditioner(
-            per_row, mm.n_data, _prior_curvature(mm, theta), self.rng
+            per_row, mm.n_data, _prior_curvature(mm, theta), self.rng, hessian=hessian
         )
         self.dynamics = self.dynamics._replace(position=self.preconditioner.to_z(theta))
+
+
+def _minibatch_hessian(minibatch_model, theta, rows, rel_step=1e-4):
+    """Minus the Hessian of the minibatch log posterior estimate on ``rows``, by central
+    differences of its gradient (2 ndim gradient calls on the same rows)."""
+    columns = []
+    for d in range(theta.size):
+        shift = np.zeros(theta.size)
+        shift[d] = rel_step * max(1.0, abs(theta[d]))
+        upper = minibatch_model.grad_estimate(theta + shift, rows)[1]
+        lower = minibatch_model.grad_estimate(theta - shift, rows)[1]
+        columns.append(-(upper - lower) / (2.0 * shift[d]))
+    return np.column_stack(columns)
 
 
 def _prior_curvature(minibatch_model, theta, rel_step=1e-4):
