@@ -80,3 +80,19 @@ def test_degenerate_estimates_fall_back_to_a_finite_diagonal(defect):
     assert np.all(np.isfinite(preconditioner.scale)) and np.all(preconditioner.scale <= 1.0)
     if defect == "nan":
         np.testing.assert_array_equal(preconditioner.scale[2], 1.0)
+
+
+def test_a_positive_definite_hessian_takes_precedence_over_the_fisher():
+    grads = _correlated_gradients()
+    hessian = np.array([[4.0, 1.0], [1.0, 3.0]])
+    hessian = np.kron(np.eye(3), hessian)  # 6 x 6, positive definite
+    rng = np.random.default_rng(1)
+    preconditioner = estimate_preconditioner(grads, N_DATA, PRIOR, rng, hessian=hessian)
+    transform = _matrix(preconditioner, 6)
+    np.testing.assert_allclose(transform.T @ hessian @ transform, np.eye(6), atol=1e-12)
+    indefinite = hessian - 5.0 * np.eye(6)
+    preconditioner = estimate_preconditioner(grads, N_DATA, PRIOR, rng, hessian=indefinite)
+    transform = _matrix(preconditioner, 6)
+    np.testing.assert_allclose(
+        transform.T @ _curvature(grads, PRIOR) @ transform, np.eye(6), atol=1e-9
+    )
