@@ -324,6 +324,12 @@ def _prior_curvature(minibatch_model, theta, rel_step=1e-4):
     return curvature
 
 
+def _positive_float(name, value):
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value}")
+    return float(value)
+
+
 def _positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -431,9 +437,8 @@ class SGHMC(SGMCMC):
     name = "sghmc"
 
     def __init__(self, vars=None, *, batch_size, friction=1.0, **kwargs):
-        if not (np.isfinite(friction) and friction > 0):
-            raise ValueError(f"friction must be a positive finite number, got {friction}")
-        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, float(friction), 0.0, 0.0)
+        friction = _positive_float("friction", friction)
+        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, friction, 0.0, 0.0)
         super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
 
     def default_step_size(self, noise_ratio):
@@ -474,9 +479,8 @@ class SGNHT(SGMCMC):
     name = "sgnht"
 
     def __init__(self, vars=None, *, batch_size, diffusion=1.0, **kwargs):
-        if not (np.isfinite(diffusion) and diffusion > 0):
-            raise ValueError(f"diffusion must be a positive finite number, got {diffusion}")
-        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, float(diffusion), 0.0, 1.0)
+        diffusion = _positive_float("diffusion", diffusion)
+        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, diffusion, 0.0, 1.0)
         super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
 
     def default_step_size(self, noise_ratio):
