@@ -12,6 +12,7 @@ from pymc_minibatch.exceptions import (
     SamplerDivergenceError,
 )
 from pymc_minibatch.model.adapter import MinibatchModel
+from pymc_minibatch.particles import sample_particles
 from pymc_minibatch.step_methods.flymc import FlyMC
 from pymc_minibatch.step_methods.full_mh import FullMH
 from pymc_minibatch.step_methods.mint import CMINT, MINT
@@ -39,6 +40,7 @@ __all__ = [
     "TFMH",
     "TunaMH",
     "bounds",
+    "sample_particles",
     "schedules",
     "cmint_average",
     "cmint_ensemble",

@@ -214,6 +214,24 @@ class MinibatchModel:
         )
         return float(value), grad
 
+    def grad_estimate_particles(self, thetas, idx):
+        """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
+        same rows ``idx`` (gathered once). Returns values ``(M,)`` and gradients ``(M, ndim)``.
+        """
+        thetas = np.asarray(thetas, dtype=np.float64)
+        if thetas.ndim != 2 or thetas.shape[1] != self.ndim:
+            raise ValueError(f"thetas must have shape (M, {self.ndim}), got {thetas.shape}")
+        idx = np.asarray(idx)
+        if idx.size == 0:
+            raise ValueError("grad_estimate_particles needs at least one row index")
+        scale = np.asarray(self.n_data / idx.size, dtype=np.float64)
+        rows = self._rows.gather(idx)
+        values, grads = np.empty(len(thetas)), np.empty(thetas.shape)
+        for i, theta in enumerate(thetas):
+            value, grads[i] = self._call("grad_estimate", np.ascontiguousarray(theta), scale, *rows)
+            values[i] = value
+        return values, grads
+
     # ---- row-free and full-data quantities ----------------------------------------------
     def logprior(self, theta):
         """Priors with transform Jacobians, plus every term that touches no rows."""

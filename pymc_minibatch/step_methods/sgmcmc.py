@@ -12,10 +12,8 @@ from pymc.step_methods.state import dataclass_state
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.kinetics import make_kinetics
 from pymc_minibatch.kernels.preconditioning import (
-    DENSE_MAX_DIM,
     DensePreconditioner,
     DiagonalPreconditioner,
-    estimate_preconditioner,
     identity_preconditioner,
 )
 from pymc_minibatch.kernels.schedules import as_schedule
@@ -29,13 +27,11 @@ from pymc_minibatch.kernels.sgmgt import (
     resample_thermostat,
     validate_config,
 )
+from pymc_minibatch.model.curvature import preconditioner_at
 from pymc_minibatch.step_methods.base import MinibatchStep, MinibatchStepState
 
 RUNAWAY_DISTANCE = 1e4
 """Preconditioned posterior sds from the warm-up point beyond which a chain has diverged."""
-
-FISHER_ROWS = 256
-"""Rows whose per-row gradients estimate the Fisher information for the preconditioner."""
 
 WARMUP_UPDATES = 200
 """Default number of tuning updates spent moving toward the mode before the dynamics start."""
@@ -287,41 +283,9 @@ class SGMCMC(MinibatchStep):
 
     def _update_preconditioner(self):
         """Re-estimate the preconditioner at the current point (see the class docstring)."""
-        mm = self.minibatch_model
         theta = self.preconditioner.to_theta(self.dynamics.position)
-        rows = self.rng.choice(mm.n_data, size=min(mm.n_data, FISHER_ROWS), replace=False)
-        per_row = mm.grad_loglik(theta, rows, per_row=True)
-        hessian = _minibatch_hessian(mm, theta, rows) if mm.ndim <= DENSE_MAX_DIM else None
-        self.preconditioner = estimate_preconditioner(
-            per_row, mm.n_data, _prior_curvature(mm, theta), self.rng, hessian=hessian
-        )
+        self.preconditioner = preconditioner_at(self.minibatch_model, theta, self.rng)
         self.dynamics = self.dynamics._replace(position=self.preconditioner.to_z(theta))
-
-
-def _minibatch_hessian(minibatch_model, theta, rows, rel_step=1e-4):
-    """Minus the Hessian of the minibatch log posterior estimate on ``rows``, by central
-    differences of its gradient (2 ndim gradient calls on the same rows)."""
-    columns = []
-    for d in range(theta.size):
-        shift = np.zeros(theta.size)
-        shift[d] = rel_step * max(1.0, abs(theta[d]))
-        upper = minibatch_model.grad_estimate(theta + shift, rows)[1]
-        lower = minibatch_model.grad_estimate(theta - shift, rows)[1]
-        columns.append(-(upper - lower) / (2.0 * shift[d]))
-    return np.column_stack(columns)
-
-
-def _prior_curvature(minibatch_model, theta, rel_step=1e-4):
-    """``-d^2 log prior / d theta_d^2`` by central differences of the prior's gradient."""
-    curvature = np.empty(theta.size)
-    for d in range(theta.size):
-        delta = rel_step * max(1.0, abs(theta[d]))
-        shift = np.zeros(theta.size)
-        shift[d] = delta
-        upper = minibatch_model.logprior_and_grad(theta + shift)[1][d]
-        lower = minibatch_model.logprior_and_grad(theta - shift)[1][d]
-        curvature[d] = -(upper - lower) / (2.0 * delta)
-    return curvature
 
 
 def _positive_float(name, value):

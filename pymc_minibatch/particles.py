@@ -1,0 +1,426 @@
+"""``sample_particles``: SVGD, w-SGLD, w-SGLD-B and pi-SGLD on a PyMC model.
+
+The particle methods of Chen, Zhang, Wang, Li & Chen (2018), "A unified particle-optimization
+framework for scalable Bayesian sampling", UAI, with minibatch gradients. They move all
+particles together, so they run outside ``pm.sample``; the result is nevertheless
+``pm.sample``'s result type with the particles as the draws of one chain.
+"""
+
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import pymc as pm
+import xarray as xr
+from pymc.initial_point import make_initial_point_fn
+
+from pymc_minibatch.exceptions import SamplerDivergenceError
+from pymc_minibatch.kernels import particles as kernels
+from pymc_minibatch.kernels.preconditioning import DensePreconditioner, identity_preconditioner
+from pymc_minibatch.kernels.schedules import as_schedule
+from pymc_minibatch.model.adapter import MinibatchModel
+from pymc_minibatch.model.curvature import preconditioner_at
+from pymc_minibatch.results import draws_to_result
+
+METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
+
+DEFAULT_BANDWIDTH_SCALE = {"svgd": 4.0, "wsgld": 1.0, "wsgld_blob": 1.0, "pisgld": 4.0}
+"""Multiples of the median heuristic ``med^2 / log(M + 1)`` used for the RBF bandwidth.
+
+For SVGD the plain heuristic (scale 1) underestimates variances in five or more dimensions
+(measured on N(0, I_5) with 200 particles: 0.68 at scale 1, 0.83 at 4, 0.90 at 8); at
+scale 8 a bimodal mixture's modes come out 30% too wide, at 4 within 5%. The blob's
+variances get worse with a wider kernel (0.74 at 1, 0.58 at 2).
+"""
+
+DEFAULT_STEP_SIZE = 0.05
+"""Initial step size in preconditioned units (posterior sd and curvature about 1)."""
+
+NOISE_BUDGET = 0.005
+"""Final ``step_size * r`` with minibatches (``r = N / B - 1``): the shared batch's gradient
+noise moves the particles' mean by about ``sqrt(step_size * r / 2)`` posterior sds."""
+
+DEFAULT_BATCH_SIZE = 1000
+"""Rows per step by default (all rows when there are fewer)."""
+
+WARMUP_ROWS = 1000
+"""Rows on which the initial particles are ranked to start the search for the mode."""
+
+RUNAWAY_DISTANCE = 1e4
+"""Preconditioned units from the start beyond which a particle has diverged."""
+
+ADAGRAD_DECAY, ADAGRAD_FUDGE = 0.9, 1e-6
+
+
+def sample_particles(
+    method="svgd",
+    *,
+    n_particles=100,
+    n_steps=1000,
+    batch_size=None,
+    step_size=None,
+    bandwidth_scale=None,
+    gamma=None,
+    lam=None,
+    adagrad=False,
+    precondition=True,
+    init="laplace",
+    random_seed=None,
+    model=None,
+    progressbar=True,
+):
+    """Approximate the posterior by interacting particles moved with minibatch gradients.
+
+    Every step draws one batch of rows (shared by all particles; epochs without
+    replacement), estimates ``g_i = grad log p(theta_i)`` at each particle with the
+    rows' log-likelihood scaled by ``N / batch_size``, and moves every particle by
+    ``step_size * v_i`` (Chen et al. 2018; see :mod:`pymc_minibatch.kernels.particles`):
+
+    - ``"svgd"``: Stein variational gradient descent (Liu & Wang 2016), a kernel-smoothed
+      gradient plus kernel repulsion.
+    - ``"wsgld"``: ``g_i`` plus the entropy-regularised Wasserstein term of the paper's
+      eq. (21) to the previous step's particles, with constants ``lam`` and ``gamma``. It
+      finds modes but does not reproduce variances (the paper's own observation): with
+      the defaults particles gather close to the modes, see the notes below.
+    - ``"wsgld_blob"``: ``g_i`` plus the blob approximation of the entropy gradient
+      (paper eq. 22, after Carrillo et al. 2019).
+    - ``"pisgld"``: the average of the SVGD and w-SGLD velocities.
+
+    Parameters
+    ----------
+    method : {"svgd", "wsgld", "wsgld_blob", "pisgld"}, default "svgd"
+    n_particles : int, default 100
+        Number of particles ``M`` (at least 2). Each step costs ``M`` gradient calls on
+        ``batch_size`` rows plus ``O(M^2 d)`` for the interactions.
+    n_steps : int, default 1000
+    batch_size : int, optional
+        Rows per step; default ``min(N, 1000)``.
+    step_size : float or schedule, optional
+        A positive float or a schedule from :mod:`pymc_minibatch.schedules`, in
+        preconditioned units when ``precondition=True``. Default: 0.05 for the first half
+        of the steps, then a geometric decay to ``min(0.05, 0.005 / r)`` with
+        ``r = N / batch_size - 1`` (no decay with all rows), so that the minibatch noise
+        moves the final particles' mean by about 0.05 posterior sd.
+    bandwidth_scale : float, optional
+        The RBF bandwidth is ``bandwidth_scale * med^2 / log(M + 1)`` with ``med^2`` the
+        median squared distance between particles, recomputed every step. Default 4 for
+        SVGD and pi-SGLD, 1 (Liu & Wang's heuristic) for w-SGLD and w-SGLD-B; the reasons
+        are measured in ``DEFAULT_BANDWIDTH_SCALE``.
+    gamma : float, optional
+        Weight of the Wasserstein term (w-SGLD, pi-SGLD); default ``1 / M``.
+    lam : float, optional
+        Entropic regularisation ``lambda`` of the Wasserstein term; default the bandwidth.
+    adagrad : bool, default False
+        Divide each coordinate of the velocity by the root of an exponential average of its
+        squares (decay 0.9, as in Liu & Wang's SVGD code).
+    precondition : bool, default True
+        Run in ``z`` with ``theta = L z``, where ``L`` whitens the curvature of the log
+        posterior at the mode (dense Cholesky factor up to 100 parameters, diagonal beyond;
+        see :mod:`pymc_minibatch.kernels.preconditioning`). The isotropic kernel then
+        suits correlated posteriors and one step size suits every model. The mode is found
+        by L-BFGS on the full data (a few passes), started at the initial particle of
+        highest minibatch log posterior.
+    init : {"laplace", "prior", "jitter"} or array, default "laplace"
+        ``"laplace"``: draws from the Laplace approximation at the mode (the normal with
+        the curvature used for preconditioning), which start the particles in the bulk
+        of the posterior; ``"prior"``: independent prior draws, which let particles find
+        separate modes of a multimodal posterior (but start far out for tall data);
+        ``"jitter"``: the model's initial point plus uniform(-1, 1) jitter in the
+        transformed space, as ``pm.sample``'s "jitter"; or an array ``(n_particles, ndim)``
+        of flat transformed values (see :class:`MinibatchModel`).
+    random_seed : int or numpy.random.Generator, optional
+    model : pymc.Model, optional
+    progressbar : bool, default True
+
+    Returns
+    -------
+    arviz.InferenceData (PyMC 5) or xarray.DataTree (PyMC 6)
+        The final particles as the draws of one chain (constrained values and
+        Deterministics). ``sample_stats`` holds ``minibatch_logp`` per particle (the last
+        step's estimate) and, over the dimension ``step``, the history of ``step_size``,
+        ``bandwidth``, ``mean_grad_norm`` (of ``theta``-space gradients) and
+        ``mean_velocity_norm``. The posterior's attrs record the settings.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For bad arguments, discrete free variables, or an ``init`` of the wrong shape.
+    NonFactorizableError
+        If the likelihood does not factorise over rows.
+    SamplerDivergenceError
+        When a log density or gradient becomes non-finite or particles run away; the
+        message names the step and suggests a smaller step size or a larger batch.
+
+    Notes
+    -----
+    Deterministic particle methods are biased for finite ``M``. Measured on a standard
+    normal in 5 dimensions with 200 particles (full gradients): SVGD's variances are
+    about 17% low, w-SGLD-B's about 25% low, and w-SGLD and pi-SGLD collapse towards the
+    mode at the defaults. Means are recovered by all four.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> X = np.random.default_rng(0).normal(size=(2000, 3))
+    >>> with pm.Model() as model:
+    ...     beta = pm.Normal("beta", 0, 1, shape=3)
+    ...     pm.Normal("y", X @ beta, 1, observed=X @ [1.0, -1.0, 0.5])
+    ...     idata = pmm.sample_particles("svgd", n_particles=50, n_steps=200,
+    ...                                  random_seed=1, progressbar=False)
+    >>> idata["posterior"]["beta"].shape
+    (1, 50, 3)
+    """
+    model = pm.modelcontext(model)
+    settings = _validate(method, n_particles, n_steps, bandwidth_scale, gamma, lam)
+    minibatch_model = MinibatchModel(model)
+    discrete = sorted(set(v.name for v in model.value_vars) - set(minibatch_model.var_names))
+    if discrete:
+        raise ValueError(
+            f"particle methods move continuous variables only; the model has discrete free "
+            f"variables {discrete}"
+        )
+    n_data = minibatch_model.n_data
+    batch_size = _batch_size(batch_size, n_data)
+    rng = np.random.default_rng(random_seed)
+    laplace = isinstance(init, str) and init == "laplace"
+    thetas = _initial_particles("prior" if laplace else init, minibatch_model, n_particles, rng)
+    noise_ratio = n_data / batch_size - 1.0
+    schedule = (
+        _default_schedule(n_steps, noise_ratio) if step_size is None else as_schedule(step_size)
+    )
+    batches = _Batches(n_data, batch_size, rng)
+
+    started = time.perf_counter()
+    preconditioner = identity_preconditioner(minibatch_model.ndim)
+    if precondition or laplace:
+        mode, curvature = _mode_and_curvature(minibatch_model, thetas, rng)
+        if laplace:
+            whitened = rng.standard_normal(thetas.shape)
+            thetas = mode + whitened @ _matrices(curvature)[0].T
+        if precondition:
+            preconditioner = curvature
+    run = _ParticleRun(method, settings, minibatch_model, preconditioner, schedule, batches,
+                       adagrad=bool(adagrad))  # fmt: skip
+    thetas, logp, history = run.run(thetas, n_steps, progressbar)
+    elapsed = time.perf_counter() - started
+
+    stats = xr.Dataset(
+        {
+            "minibatch_logp": (("chain", "draw"), logp[None]),
+            **{name: (("step",), values) for name, values in history.items()},
+        },
+        coords={"chain": [0], "draw": np.arange(n_particles), "step": np.arange(n_steps)},
+    )
+    attrs = {
+        "sampler": f"pymc_minibatch.sample_particles({method!r})",
+        "n_particles": n_particles,
+        "n_steps": n_steps,
+        "batch_size": batch_size,
+        "bandwidth_scale": settings["bandwidth_scale"],
+        "precondition": int(precondition),
+        "adagrad": int(bool(adagrad)),
+        "sampling_time": elapsed,
+    }
+    if method in ("wsgld", "pisgld"):
+        attrs["gamma"] = settings["gamma"] if settings["gamma"] is not None else 1 / n_particles
+    return draws_to_result(minibatch_model, thetas, sample_stats=stats, attrs=attrs)
+
+
+class _ParticleRun:
+    """The particle loop in preconditioned coordinates ``z`` (``theta = z L^T`` row-wise)."""
+
+    def __init__(self, method, settings, minibatch_model, preconditioner, schedule, batches,
+                 adagrad):  # fmt: skip
+        self.method = method
+        self.minibatch_model = minibatch_model
+        self.schedule = schedule
+        self.batches = batches
+        self.adagrad = adagrad
+        self.bandwidth_scale = settings["bandwidth_scale"]
+        self.gamma = settings["gamma"]
+        self.lam = settings["lam"]
+        self.to_theta, self.to_z = _matrices(preconditioner)
+
+    def run(self, thetas, n_steps, progressbar):
+        """Move the particles ``n_steps`` times; returns the final particles in ``theta``
+        space, their last minibatch log posteriors and the per-step history."""
+        z = thetas @ self.to_z.T
+        anchor, previous, squares = z.copy(), z.copy(), None
+        history = {name: np.empty(n_steps) for name in
+                   ("step_size", "bandwidth", "mean_grad_norm", "mean_velocity_norm")}  # fmt: skip
+        gamma = 1.0 / len(z) if self.gamma is None else self.gamma
+        with _progress(progressbar, n_steps, self.method) as advance:
+            for step in range(n_steps):
+                step_size = float(self.schedule(step))
+                logp, grads = self.minibatch_model.grad_estimate_particles(
+                    z @ self.to_theta.T, self.batches.next()
+                )
+                self._check_finite(step, step_size, logp, grads)
+                grads_z = grads @ self.to_theta
+                bandwidth = self.bandwidth_scale * kernels.median_bandwidth(
+                    kernels.squared_distances(z, z)
+                )
+                lam = bandwidth if self.lam is None else self.lam
+                velocity = self._velocity(z, previous, grads_z, bandwidth, lam, gamma)
+                if self.adagrad:
+                    squares = velocity**2 if squares is None else (
+                        ADAGRAD_DECAY * squares + (1 - ADAGRAD_DECAY) * velocity**2
+                    )  # fmt: skip
+                    velocity = velocity / (ADAGRAD_FUDGE + np.sqrt(squares))
+                previous, z = z, z + step_size * velocity
+                self._check_runaway(step, step_size, z, anchor)
+                history["step_size"][step] = step_size
+                history["bandwidth"][step] = bandwidth
+                history["mean_grad_norm"][step] = np.mean(np.linalg.norm(grads, axis=1))
+                history["mean_velocity_norm"][step] = np.mean(np.linalg.norm(velocity, axis=1))
+                advance()
+        return z @ self.to_theta.T, logp, history
+
+    def _velocity(self, z, previous, grads, bandwidth, lam, gamma):
+        if self.method == "svgd":
+            return kernels.svgd_velocity(z, grads, bandwidth)
+        if self.method == "wsgld_blob":
+            return kernels.blob_velocity(z, grads, bandwidth)
+        if self.method == "wsgld":
+            return kernels.wasserstein_velocity(z, previous, grads, lam, gamma)
+        return kernels.pisgld_velocity(z, previous, grads, bandwidth, lam, gamma)
+
+    def _check_finite(self, step, step_size, logp, grads):
+        bad = ~(np.isfinite(logp) & np.all(np.isfinite(grads), axis=1))
+        if bad.any():
+            raise SamplerDivergenceError(
+                f"sample_particles({self.method!r}) diverged at step {step}: the log density "
+                f"or its gradient is not finite at {int(bad.sum())} of {len(bad)} particles "
+                f"(step size {step_size:g}). Pass a smaller step_size (e.g. "
+                f"{step_size / 10:g}) or a larger batch_size, or start elsewhere (init)."
+            )
+
+    def _check_runaway(self, step, step_size, z, anchor):
+        distance = float(np.max(np.abs(z - anchor)))
+        if not distance <= RUNAWAY_DISTANCE:
+            raise SamplerDivergenceError(
+                f"sample_particles({self.method!r}) diverged at step {step}: particles moved "
+                f"{distance:.3g} preconditioned units from their start with step size "
+                f"{step_size:g}. Pass a smaller step_size (e.g. {step_size / 10:g}) or a "
+                "larger batch_size."
+            )
+
+
+def _matrices(preconditioner):
+    """``(L, L^-1)`` of a preconditioner ``theta = L z`` as dense matrices."""
+    if isinstance(preconditioner, DensePreconditioner):
+        return preconditioner.transform, preconditioner.inverse
+    return np.diag(preconditioner.scale), np.diag(1.0 / preconditioner.scale)
+
+
+class _Batches:
+    """Row batches of a fixed size from epochs without replacement (all rows: no shuffling)."""
+
+    def __init__(self, n_data, batch_size, rng):
+        self.n_data, self.batch_size, self.rng = n_data, batch_size, rng
+        self.permutation, self.cursor = None, 0
+
+    def next(self):
+        if self.batch_size == self.n_data:
+            return np.arange(self.n_data)
+        if self.permutation is None or self.cursor + self.batch_size > self.n_data:
+            self.permutation, self.cursor = self.rng.permutation(self.n_data), 0
+        rows = self.permutation[self.cursor : self.cursor + self.batch_size]
+        self.cursor += self.batch_size
+        return rows
+
+
+class _DefaultSchedule:
+    """``initial`` for the first half of the steps, then geometric decay to ``final``."""
+
+    def __init__(self, n_steps, initial, final):
+        self.half, self.initial = n_steps // 2, initial
+        self.rate = (final / initial) ** (1.0 / max(n_steps - 1 - self.half, 1))
+
+    def __call__(self, step):
+        return self.initial * self.rate ** max(step - self.half, 0)
+
+
+def _default_schedule(n_steps, noise_ratio):
+    final = DEFAULT_STEP_SIZE if noise_ratio <= 0 else min(DEFAULT_STEP_SIZE,
+                                                            NOISE_BUDGET / noise_ratio)  # fmt: skip
+    return _DefaultSchedule(n_steps, DEFAULT_STEP_SIZE, final)
+
+
+def _validate(method, n_particles, n_steps, bandwidth_scale, gamma, lam):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    for name, value, least in (("n_particles", n_particles, 2), ("n_steps", n_steps, 1)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+            raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+    settings = {"bandwidth_scale": DEFAULT_BANDWIDTH_SCALE[method], "gamma": gamma, "lam": lam}
+    if bandwidth_scale is not None:
+        settings["bandwidth_scale"] = bandwidth_scale
+    for name in ("bandwidth_scale", "lam"):
+        _check_positive(name, settings[name])
+    if gamma is not None and not (np.isfinite(gamma) and gamma >= 0):
+        raise ValueError(f"gamma must be a non-negative finite number, got {gamma!r}")
+    return settings
+
+
+def _check_positive(name, value):
+    if value is not None and not (
+        isinstance(value, int | float | np.number) and np.isfinite(value) and value > 0
+    ):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _batch_size(batch_size, n_data):
+    if batch_size is None:
+        return min(n_data, DEFAULT_BATCH_SIZE)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
+        raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
+    if not 1 <= batch_size <= n_data:
+        raise ValueError(f"batch_size must lie in [1, {n_data}] (the rows), got {batch_size}")
+    return int(batch_size)
+
+
+def _mode_and_curvature(minibatch_model, candidates, rng):
+    """The posterior mode (L-BFGS on the full data, from the candidate of highest minibatch
+    log posterior) and a preconditioner from the curvature there."""
+    n_data = minibatch_model.n_data
+    rows = rng.choice(n_data, size=min(n_data, WARMUP_ROWS), replace=False)
+    values = minibatch_model.grad_estimate_particles(candidates, rows)[0]
+    start = candidates[np.argmax(np.where(np.isfinite(values), values, -np.inf))]
+    mode = minibatch_model.find_map(start)
+    return mode, preconditioner_at(minibatch_model, mode, rng)
+
+
+def _initial_particles(init, minibatch_model, n_particles, rng):
+    """Flat transformed starting values ``(n_particles, ndim)``."""
+    if isinstance(init, str):
+        if init not in ("prior", "jitter"):
+            raise ValueError(f"init must be 'laplace', 'prior', 'jitter' or an array, got {init!r}")
+        model = minibatch_model.model
+        draw = make_initial_point_fn(
+            model=model,
+            jitter_rvs=set(model.free_RVs) if init == "jitter" else set(),
+            default_strategy="prior" if init == "prior" else "support_point",
+        )
+        seeds = rng.integers(2**31, size=n_particles)
+        return np.stack([minibatch_model.theta_from_point(draw(int(s))) for s in seeds])
+    thetas = np.asarray(init, dtype=np.float64)
+    expected = (n_particles, minibatch_model.ndim)
+    if thetas.shape != expected:
+        raise ValueError(f"init must have shape {expected} (flat transformed values), got "
+                         f"{thetas.shape}")  # fmt: skip
+    if not np.all(np.isfinite(thetas)):
+        raise ValueError("init contains non-finite values")
+    return thetas.copy()
+
+
+@contextmanager
+def _progress(enabled, total, method):
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"{method}: particle steps", total=total)
+        yield lambda: progress.advance(task)

@@ -1,0 +1,168 @@
+"""``pmm.sample_particles``: result type, settings, reproducibility and refusals."""
+
+import arviz as az
+import matplotlib
+import matplotlib.pyplot
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_minibatch as pmm
+from pymc_minibatch._compat import IS_PYMC6, posterior, sample_stats
+
+matplotlib.use("Agg")
+
+RNG = np.random.default_rng(5)
+X = RNG.normal(size=(300, 2))
+Y = X @ np.array([0.5, -1.0]) + RNG.normal(size=300)
+QUICK = {"n_particles": 12, "n_steps": 20, "progressbar": False}
+
+
+@pytest.fixture(scope="module")
+def model():
+    with pm.Model(coords={"coef": ["a", "b"]}) as model:
+        beta = pm.Normal("beta", 0.0, 2.0, dims="coef")
+        sigma = pm.HalfNormal("sigma", 2.0)
+        pm.Deterministic("scaled", beta / sigma, dims="coef")
+        pm.Normal("y", X @ beta, sigma, observed=Y)
+    return model
+
+
+@pytest.mark.parametrize("method", pmm.particles.METHODS)
+def test_result_is_pm_sample_type_with_constrained_values_and_deterministics(model, method):
+    idata = pmm.sample_particles(method, model=model, batch_size=50, random_seed=1, **QUICK)
+    if IS_PYMC6:
+        import xarray as xr
+
+        assert isinstance(idata, xr.DataTree)
+    else:
+        assert isinstance(idata, az.InferenceData)
+    post = posterior(idata)
+    assert post["beta"].dims == ("chain", "draw", "coef")
+    assert post["beta"].shape == (1, 12, 2)
+    assert list(post["coef"].values) == ["a", "b"]
+    assert np.all(post["sigma"].values > 0)
+    np.testing.assert_allclose(post["scaled"], post["beta"] / post["sigma"], rtol=1e-12)
+    stats = sample_stats(idata)
+    assert stats["minibatch_logp"].shape == (1, 12)
+    for name in ("step_size", "bandwidth", "mean_grad_norm", "mean_velocity_norm"):
+        assert stats[name].dims == ("step",) and stats[name].size == 20
+        assert np.all(np.isfinite(stats[name]))
+    assert post.attrs["n_particles"] == 12 and post.attrs["batch_size"] == 50
+
+
+def test_back_transform_equals_the_model_transform(model):
+    thetas = np.random.default_rng(2).normal(size=(12, 3))
+    idata = pmm.sample_particles(
+        "svgd", model=model, init=thetas, precondition=False, step_size=1e-12, **QUICK
+    )
+    mm = pmm.MinibatchModel(model)
+    log_sigma = thetas[:, mm.theta_indices(["sigma"])].ravel()
+    np.testing.assert_allclose(posterior(idata)["sigma"].values.ravel(), np.exp(log_sigma))
+    beta = thetas[:, mm.theta_indices(["beta"])]
+    np.testing.assert_allclose(posterior(idata)["beta"].values[0], beta, atol=1e-9)
+
+
+def test_summary_and_plot_posterior_work(model):
+    """ArviZ 1.x has no plot_posterior: its successor plot_dist is used there."""
+    idata = pmm.sample_particles("svgd", model=model, random_seed=3, **QUICK)
+    summary = az.summary(idata)
+    labels = ["beta[a]", "beta[b]", "sigma", "scaled[a]", "scaled[b]"]
+    assert sorted(map(str, summary.index)) == sorted(labels)
+    particle_mean = posterior(idata)["sigma"].values.mean()
+    assert float(summary.loc["sigma", "mean"]) == pytest.approx(particle_mean, abs=0.01)
+    if IS_PYMC6:  # ArviZ 1.x renamed plot_posterior to plot_dist
+        az.plot_dist(idata, backend="matplotlib")
+    else:
+        az.plot_posterior(idata)
+    matplotlib.pyplot.close("all")
+
+
+def test_same_seed_same_particles_and_other_seed_differs(model):
+    first, again, other = (
+        posterior(
+            pmm.sample_particles("pisgld", model=model, batch_size=30, random_seed=s, **QUICK)
+        )["beta"].values  # fmt: skip
+        for s in (7, 7, 8)
+    )
+    np.testing.assert_array_equal(first, again)
+    assert not np.allclose(first, other)
+
+
+@pytest.mark.parametrize("init", ["prior", "jitter", "laplace"])
+def test_initialisations(model, init):
+    idata = pmm.sample_particles("svgd", model=model, init=init, random_seed=4, **QUICK)
+    assert np.all(np.isfinite(posterior(idata)["beta"].values))
+
+
+def test_adagrad_and_schedule_are_accepted(model):
+    idata = pmm.sample_particles(
+        "wsgld_blob", model=model, adagrad=True, step_size=pmm.schedules.polynomial_decay(0.01),
+        random_seed=5, **QUICK,
+    )  # fmt: skip
+    steps = sample_stats(idata)["step_size"].values
+    np.testing.assert_allclose(steps, 0.01 * (1.0 + np.arange(20)) ** -0.55)
+
+
+def test_default_schedule_decays_to_the_noise_budget(model):
+    """With r = N / B - 1 = 9 the final step is 0.005 / 9; constant over the first half."""
+    idata = pmm.sample_particles("svgd", model=model, batch_size=30, random_seed=6, **QUICK)
+    steps = sample_stats(idata)["step_size"].values
+    np.testing.assert_allclose(steps[:10], 0.05)
+    assert steps[-1] == pytest.approx(0.005 / 9)
+    assert np.all(np.diff(steps[10:]) < 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"method": "sgld"}, ValueError, "method must be one of"),
+        ({"n_particles": 1}, ValueError, "n_particles"),
+        ({"n_steps": 0}, ValueError, "n_steps"),
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"batch_size": 301}, ValueError, "batch_size"),
+        ({"batch_size": 2.5}, TypeError, "batch_size"),
+        ({"step_size": -1.0}, ValueError, "step size"),
+        ({"step_size": "big"}, TypeError, "step_size"),
+        ({"bandwidth_scale": 0.0}, ValueError, "bandwidth_scale"),
+        ({"gamma": -1.0}, ValueError, "gamma"),
+        ({"lam": np.inf}, ValueError, "lam"),
+        ({"init": "map"}, ValueError, "init must be"),
+        ({"init": np.zeros((3, 3))}, ValueError, "shape"),
+        ({"init": np.full((12, 3), np.nan)}, ValueError, "non-finite"),
+    ],
+)
+def test_bad_arguments_are_refused(model, kwargs, error, match):
+    kwargs = {"method": "svgd", **QUICK, **kwargs}
+    with pytest.raises(error, match=match):
+        pmm.sample_particles(model=model, **kwargs)
+
+
+def test_discrete_variables_are_refused():
+    with pm.Model() as model:
+        k = pm.Poisson("k", 3.0)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu + k, 1.0, observed=Y)
+    with pytest.raises(ValueError, match="discrete free variables"):
+        pmm.sample_particles(model=model, **QUICK)
+
+
+def test_non_factorising_likelihood_is_refused():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.MvNormal("y", mu * np.ones(300), np.eye(300), observed=Y)
+    with pytest.raises(pmm.NonFactorizableError):
+        pmm.sample_particles(model=model, **QUICK)
+
+
+def test_divergence_names_the_step_and_the_remedy():
+    counts = np.random.default_rng(0).poisson(20.0, size=200)
+    with pm.Model() as model:
+        log_rate = pm.Normal("log_rate", 0.0, 1.0)
+        pm.Poisson("y", pm.math.exp(log_rate), observed=counts)
+    with pytest.raises(
+        pmm.SamplerDivergenceError, match=r"diverged at step \d+.*smaller step_size"
+    ):
+        pmm.sample_particles(
+            "svgd", model=model, precondition=False, step_size=1.0, init="jitter", **QUICK
+        )
