@@ -24,13 +24,13 @@ from pymc_minibatch.results import draws_to_result
 
 METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
 
-DEFAULT_BANDWIDTH_SCALE = {"svgd": 4.0, "wsgld": 1.0, "wsgld_blob": 1.0, "pisgld": 4.0}
+DEFAULT_BANDWIDTH_SCALE = {"svgd": 4.0, "wsgld": 1.0, "wsgld_blob": 1.0, "pisgld": 1.0}
 """Multiples of the median heuristic ``med^2 / log(M + 1)`` used for the RBF bandwidth.
 
 For SVGD the plain heuristic (scale 1) underestimates variances in five or more dimensions
 (measured on N(0, I_5) with 200 particles: 0.68 at scale 1, 0.83 at 4, 0.90 at 8); at
-scale 8 a bimodal mixture's modes come out 30% too wide, at 4 within 5%. The blob's
-variances get worse with a wider kernel (0.74 at 1, 0.58 at 2).
+scale 8 a bimodal mixture's modes come out 30% too wide, at 4 within 5%. The blob's (and
+pi-SGLD's) variances get worse with a wider kernel (0.74 at 1, 0.58 at 2).
 """
 
 DEFAULT_STEP_SIZE = 0.05
@@ -84,7 +84,9 @@ def sample_particles(
       the defaults particles gather close to the modes, see the notes below.
     - ``"wsgld_blob"``: ``g_i`` plus the blob approximation of the entropy gradient
       (paper eq. 22, after Carrillo et al. 2019).
-    - ``"pisgld"``: the average of the SVGD and w-SGLD velocities.
+    - ``"pisgld"``: the average of the SVGD velocity and a w-SGLD velocity made of the blob
+      velocity plus ``gamma`` times the eq. (21) term; with the default ``gamma = 0`` it
+      is the pi-SGLD of the paper's authors' public code (github.com/thu-ml/fpovi).
 
     Parameters
     ----------
@@ -104,10 +106,10 @@ def sample_particles(
     bandwidth_scale : float, optional
         The RBF bandwidth is ``bandwidth_scale * med^2 / log(M + 1)`` with ``med^2`` the
         median squared distance between particles, recomputed every step. Default 4 for
-        SVGD and pi-SGLD, 1 (Liu & Wang's heuristic) for w-SGLD and w-SGLD-B; the reasons
-        are measured in ``DEFAULT_BANDWIDTH_SCALE``.
+        SVGD, 1 (Liu & Wang's heuristic) for the others; the reasons are measured in
+        ``DEFAULT_BANDWIDTH_SCALE``.
     gamma : float, optional
-        Weight of the Wasserstein term (w-SGLD, pi-SGLD); default ``1 / M``.
+        Weight of the Wasserstein term: default ``1 / M`` for w-SGLD, 0 for pi-SGLD.
     lam : float, optional
         Entropic regularisation ``lambda`` of the Wasserstein term; default the bandwidth.
     adagrad : bool, default False
@@ -155,7 +157,7 @@ def sample_particles(
     -----
     Deterministic particle methods are biased for finite ``M``. Measured on a standard
     normal in 5 dimensions with 200 particles (full gradients): SVGD's variances are
-    about 17% low, w-SGLD-B's about 25% low, and w-SGLD and pi-SGLD collapse towards the
+    about 17% low, w-SGLD-B's and pi-SGLD's about 25% low, and w-SGLD collapses onto the
     mode at the defaults. Means are recovered by all four.
 
     Examples
@@ -222,7 +224,7 @@ def sample_particles(
         "sampling_time": elapsed,
     }
     if method in ("wsgld", "pisgld"):
-        attrs["gamma"] = settings["gamma"] if settings["gamma"] is not None else 1 / n_particles
+        attrs["gamma"] = settings["gamma"]
     return draws_to_result(minibatch_model, thetas, sample_stats=stats, attrs=attrs)
 
 
@@ -248,7 +250,6 @@ class _ParticleRun:
         anchor, previous, squares = z.copy(), z.copy(), None
         history = {name: np.empty(n_steps) for name in
                    ("step_size", "bandwidth", "mean_grad_norm", "mean_velocity_norm")}  # fmt: skip
-        gamma = 1.0 / len(z) if self.gamma is None else self.gamma
         with _progress(progressbar, n_steps, self.method) as advance:
             for step in range(n_steps):
                 step_size = float(self.schedule(step))
@@ -261,7 +262,7 @@ class _ParticleRun:
                     kernels.squared_distances(z, z)
                 )
                 lam = bandwidth if self.lam is None else self.lam
-                velocity = self._velocity(z, previous, grads_z, bandwidth, lam, gamma)
+                velocity = self._velocity(z, previous, grads_z, bandwidth, lam)
                 if self.adagrad:
                     squares = velocity**2 if squares is None else (
                         ADAGRAD_DECAY * squares + (1 - ADAGRAD_DECAY) * velocity**2
@@ -276,7 +277,8 @@ class _ParticleRun:
                 advance()
         return z @ self.to_theta.T, logp, history
 
-    def _velocity(self, z, previous, grads, bandwidth, lam, gamma):
+    def _velocity(self, z, previous, grads, bandwidth, lam):
+        gamma = self.gamma
         if self.method == "svgd":
             return kernels.svgd_velocity(z, grads, bandwidth)
         if self.method == "wsgld_blob":
@@ -348,17 +350,20 @@ def _default_schedule(n_steps, noise_ratio):
 
 
 def _validate(method, n_particles, n_steps, bandwidth_scale, gamma, lam):
+    """Checked settings, with the method's defaults for those not given."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     for name, value, least in (("n_particles", n_particles, 2), ("n_steps", n_steps, 1)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
             raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+    if gamma is None:  # w-SGLD's sum over M previous particles, scaled as SVGD's mean
+        gamma = 1.0 / n_particles if method == "wsgld" else 0.0
     settings = {"bandwidth_scale": DEFAULT_BANDWIDTH_SCALE[method], "gamma": gamma, "lam": lam}
     if bandwidth_scale is not None:
         settings["bandwidth_scale"] = bandwidth_scale
     for name in ("bandwidth_scale", "lam"):
         _check_positive(name, settings[name])
-    if gamma is not None and not (np.isfinite(gamma) and gamma >= 0):
+    if not (isinstance(gamma, int | float | np.number) and np.isfinite(gamma) and gamma >= 0):
         raise ValueError(f"gamma must be a non-negative finite number, got {gamma!r}")
     return settings
 

@@ -64,23 +64,35 @@ def blob_velocity(theta, grads, bandwidth):
     )
 
 
-def wasserstein_velocity(theta, previous, grads, lam, gamma):
-    """w-SGLD: ``grad_i`` plus the entropy-regularised W2 term of paper eq. (21).
+def wasserstein_term(theta, previous, lam):
+    """The entropy-regularised W2 term of paper eq. (21), without its weight ``gamma``.
 
-    ``gamma sum_j (d_ij / lam - 1) exp(-d_ij / lam) (previous_j - theta_i)`` with
-    ``d_ij = |theta_i - previous_j|^2`` to the particles of the previous iterate: the
-    paper's fixed ``gamma`` replaces the Sinkhorn scalings ``u_i v_j``. A particle is pulled
-    towards previous particles farther than ``sqrt(lam)`` and pushed away from nearer ones
-    (its own previous position among them, which acts as momentum).
+    ``sum_j (d_ij / lam - 1) exp(-d_ij / lam) (previous_j - theta_i)`` with
+    ``d_ij = |theta_i - previous_j|^2`` to the particles of the previous iterate (the
+    paper's fixed ``gamma`` replaces the Sinkhorn scalings ``u_i v_j``). A particle is
+    pulled towards previous particles farther than ``sqrt(lam)`` and pushed away from nearer
+    ones (its own previous position among them, which acts as momentum).
     """
     sq_dists = squared_distances(theta, previous)
     weights = (sq_dists / lam - 1.0) * np.exp(-sq_dists / lam)
-    return grads + gamma * (weights @ previous - weights.sum(axis=1, keepdims=True) * theta)
+    return weights @ previous - weights.sum(axis=1, keepdims=True) * theta
+
+
+def wasserstein_velocity(theta, previous, grads, lam, gamma):
+    """w-SGLD (paper eqs. 19 and 21): ``grad_i + gamma * wasserstein_term``."""
+    return grads + gamma * wasserstein_term(theta, previous, lam)
 
 
 def pisgld_velocity(theta, previous, grads, bandwidth, lam, gamma):
-    """pi-SGLD: the average of the SVGD and w-SGLD velocities."""
-    return 0.5 * (
-        svgd_velocity(theta, grads, bandwidth)
-        + wasserstein_velocity(theta, previous, grads, lam, gamma)
-    )
+    """pi-SGLD: the average of the SVGD velocity and a w-SGLD velocity.
+
+    The w-SGLD part is the blob velocity plus ``gamma`` times the W2 term of eq. (21). With
+    ``gamma = 0`` this is the pi-SGLD of the public implementation by one of the paper's
+    authors (Liu et al. 2019, github.com/thu-ml/fpovi, ``ffn/svgd.py``: the mean of the SVGD
+    and blob velocities); ``gamma`` weights the Wasserstein term whose scale the paper
+    studies for pi-SGLD (its Figure 3).
+    """
+    wsgld = blob_velocity(theta, grads, bandwidth)
+    if gamma:
+        wsgld = wsgld + gamma * wasserstein_term(theta, previous, lam)
+    return 0.5 * (svgd_velocity(theta, grads, bandwidth) + wsgld)

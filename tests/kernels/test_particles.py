@@ -53,10 +53,11 @@ def test_wasserstein_velocity_matches_paper_eq_21():
     np.testing.assert_allclose(velocity, expected, rtol=1e-12)
 
 
-def test_pisgld_velocity_is_the_average_of_svgd_and_wsgld():
+def test_pisgld_velocity_averages_svgd_and_blob_plus_the_wasserstein_term():
     expected = 0.5 * (
         kernels.svgd_velocity(THETA, GRADS, BANDWIDTH)
-        + kernels.wasserstein_velocity(THETA, PREVIOUS, GRADS, LAM, GAMMA)
+        + kernels.blob_velocity(THETA, GRADS, BANDWIDTH)
+        + GAMMA * (kernels.wasserstein_velocity(THETA, PREVIOUS, GRADS, LAM, 1.0) - GRADS)
     )
     velocity = kernels.pisgld_velocity(THETA, PREVIOUS, GRADS, BANDWIDTH, LAM, GAMMA)
     np.testing.assert_allclose(velocity, expected, rtol=1e-12)

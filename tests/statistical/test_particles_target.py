@@ -1,0 +1,137 @@
+"""Particle methods against known answers (Chen et al. 2018; ALGORITHMS.md section 4).
+
+A conjugate Gaussian regression gives the exact posterior mean and covariance. The final
+particles are a deterministic function of their start (with full-data gradients), so the
+tolerances are fixed: means within 0.1 posterior sd, marginal variances within 20%. The
+kernel tests (tests/kernels/test_particles.py) show that SVGD without its repulsion fails
+the variance check.
+"""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_minibatch as pmm
+from pymc_minibatch._compat import posterior
+
+
+def conjugate_regression(n_rows, ndim, correlation, seed):
+    """``y = X beta + N(0, 1)`` with correlated predictors and prior ``beta ~ N(0, 10^2)``:
+    the model and the exact posterior mean and covariance."""
+    rng = np.random.default_rng(seed)
+    covariance_x = correlation + (1 - correlation) * np.eye(ndim)
+    x = rng.multivariate_normal(np.zeros(ndim), covariance_x, size=n_rows)
+    y = x @ np.linspace(-1.0, 1.0, ndim) + rng.normal(size=n_rows)
+    covariance = np.linalg.inv(x.T @ x + np.eye(ndim) / 100.0)
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 10.0, shape=ndim)
+        pm.Normal("y", x @ beta, 1.0, observed=y)
+    return model, covariance @ x.T @ y, covariance
+
+
+def moments_in_sds(idata, mean, covariance):
+    """Per-coordinate mean errors in posterior sds and variance ratios."""
+    values = posterior(idata)["beta"].values.reshape(-1, mean.size)
+    sd = np.sqrt(np.diag(covariance))
+    return (values.mean(axis=0) - mean) / sd, values.var(axis=0) / sd**2
+
+
+@pytest.fixture(scope="module")
+def gaussian_5d():
+    """Posterior correlations up to about -0.4 (predictor correlation 0.6)."""
+    return conjugate_regression(n_rows=500, ndim=5, correlation=0.6, seed=3)
+
+
+def wrong_start(mean, covariance, n_particles, seed=0):
+    """Particles one posterior sd off in every direction and 0.3 times too narrow, so that
+    the tests measure where the dynamics go, not the Laplace start (exact for a Gaussian)."""
+    factor = np.linalg.cholesky(covariance)
+    whitened = 1.0 + 0.3 * np.random.default_rng(seed).normal(size=(n_particles, mean.size))
+    return mean + whitened @ factor.T
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", pmm.particles.METHODS)
+def test_full_gradient_means_match_a_5d_gaussian(gaussian_5d, method):
+    model, mean, covariance = gaussian_5d
+    idata = pmm.sample_particles(
+        method, n_particles=200, batch_size=500, init=wrong_start(mean, covariance, 200),
+        random_seed=1, model=model, progressbar=False,
+    )  # fmt: skip
+    mean_errors, _ = moments_in_sds(idata, mean, covariance)
+    assert np.max(np.abs(mean_errors)) < 0.1
+
+
+def test_svgd_full_gradient_variances_match_a_5d_gaussian(gaussian_5d):
+    """SVGD widens a too-narrow start slowly: variance ratios 0.81 after 1000 steps, 0.84
+    after 2000, 0.89 after 4000 (0.92-0.97 after 1000 from the default Laplace start)."""
+    model, mean, covariance = gaussian_5d
+    idata = pmm.sample_particles(
+        "svgd", n_particles=200, n_steps=2000, batch_size=500,
+        init=wrong_start(mean, covariance, 200), random_seed=1, model=model, progressbar=False,
+    )  # fmt: skip
+    _, variance_ratios = moments_in_sds(idata, mean, covariance)
+    assert np.max(np.abs(variance_ratios - 1)) < 0.2
+
+
+@pytest.mark.slow
+def test_minibatch_and_full_gradients_agree_at_small_steps(gaussian_5d):
+    """Batches of 50 of 500 rows (r = 9) with the default schedule, which ends at step
+    0.005 / 9: the shared batch noise then moves the particles' mean by about
+    sqrt(0.005 / 2) = 0.05 sd at most. The runs stop mid-epoch (1005 steps of 10 batches per
+    epoch), since at an epoch's end the batches' noise cancels. Same seed, so both runs
+    start from the same particles. Calibration: batches of 10 with a constant step of 0.05
+    fail both checks (mean errors 0.2-0.9 sd, variance ratios about 0.82)."""
+    model, mean, covariance = gaussian_5d
+    start = wrong_start(mean, covariance, 200)
+    common = {"n_particles": 200, "init": start, "random_seed": 2, "model": model,
+              "progressbar": False}  # fmt: skip
+    full = pmm.sample_particles("svgd", batch_size=500, n_steps=1005, **common)
+    full = moments_in_sds(full, mean, covariance)
+    mini = pmm.sample_particles("svgd", batch_size=50, n_steps=1005, **common)
+    mini = moments_in_sds(mini, mean, covariance)
+    assert np.max(np.abs(mini[0] - full[0])) < 3 * 0.05
+    assert np.max(np.abs(mini[1] / full[1] - 1)) < 0.05
+    noisy = pmm.sample_particles("svgd", batch_size=10, n_steps=1025, step_size=0.05, **common)
+    noisy = moments_in_sds(noisy, mean, covariance)
+    assert np.max(np.abs(noisy[0] - full[0])) > 3 * 0.05
+    assert np.max(np.abs(noisy[1] / full[1] - 1)) > 0.05
+
+
+@pytest.mark.slow
+def test_svgd_defaults_recover_a_correlated_4d_regression():
+    """Nothing but ``n_particles``: batch min(N, 1000), the default schedule, Laplace start,
+    preconditioning, 1000 steps."""
+    model, mean, covariance = conjugate_regression(n_rows=2000, ndim=4, correlation=0.8, seed=9)
+    correlation = covariance[0, 1] / np.sqrt(covariance[0, 0] * covariance[1, 1])
+    assert correlation < -0.3  # the posterior is correlated
+    idata = pmm.sample_particles(method="svgd", n_particles=200, model=model, random_seed=4)
+    mean_errors, variance_ratios = moments_in_sds(idata, mean, covariance)
+    assert np.max(np.abs(mean_errors)) < 0.1
+    assert np.max(np.abs(variance_ratios - 1)) < 0.2
+
+
+@pytest.fixture(scope="module")
+def bimodal():
+    """``y_i ~ N(a^2, 1)`` with mean 4 and ``z_i ~ N(b, 1)``: modes at ``a = +-2``, equal mass."""
+    rng = np.random.default_rng(6)
+    y = 4.0 + rng.normal(size=200)
+    z = rng.normal(size=200)
+    with pm.Model() as model:
+        ab = pm.Normal("ab", 0.0, 3.0, shape=2)
+        pm.Normal("y", ab[0] ** 2, 1.0, observed=y)
+        pm.Normal("z", ab[1], 1.0, observed=z)
+    return model
+
+
+@pytest.mark.parametrize("method", pmm.particles.METHODS)
+def test_every_method_covers_both_modes(bimodal, method):
+    """Started from the prior, at least a quarter of the particles end in each mode (half
+    in expectation), and none between them."""
+    idata = pmm.sample_particles(
+        method, n_particles=100, n_steps=500, init="prior", random_seed=3, model=bimodal,
+        progressbar=False,
+    )  # fmt: skip
+    a = posterior(idata)["ab"].values[0, :, 0]
+    assert np.mean(np.abs(a - 2) < 0.5) > 0.25
+    assert np.mean(np.abs(a + 2) < 0.5) > 0.25
