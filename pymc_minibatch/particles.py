@@ -160,7 +160,9 @@ def sample_particles(
     0.3 times too narrow (tests/statistical/test_particles_target.py): all four recover the
     means within 0.01 sd; SVGD's variances are 18% low after 1000 steps (16% after 2000;
     5-8% from the Laplace start), w-SGLD-B's and pi-SGLD's 23-30% low, and w-SGLD collapses
-    onto the mode at the defaults.
+    onto the mode at the defaults. On multimodal 2-D densities w-SGLD-B and pi-SGLD shrink
+    each mode to a point or a curve, as the median-heuristic bandwidth is then set by the
+    distances between modes (``benchmarks/particles.py``).
 
     Examples
     --------

@@ -1,0 +1,513 @@
+"""SVGD, w-SGLD, w-SGLD-B and pi-SGLD (Chen et al. 2018, UAI) on toy densities and data.
+
+The particle samplers of :func:`pymc_minibatch.sample_particles` and
+:mod:`pymc_minibatch.kernels.particles`, in the spirit of the experiments of Chen, Zhang,
+Wang, Li & Chen (2018), "A unified particle-optimization framework for scalable Bayesian
+sampling". All randomness is seeded; every number comes from one seed.
+
+(a) Four unnormalised 2-D densities on the box [-4, 4]^2, driven through the pure-NumPy
+    velocity kernels with hand-written gradients (full, exact gradients; no PyMC):
+    "ring", "wave" and "two waves" are the potentials U1, U2 and U3 of Rezende & Mohamed
+    (2015), "Variational inference with normalizing flows", ICML, Table 1; U2 and U3 are
+    improper along z1, so both get an extra factor N(z1; 0, 1.5^2) (0.8% of their mass
+    then lies outside the box). "8 Gaussians" is the usual equal mixture of eight
+    N(mu_k, 0.35^2 I) with mu_k on the circle of radius 2.5 (e.g. Grathwohl et al. 2019,
+    FFJORD). M particles (500; 200 with ``--quick``) start from one common N(0, I) draw
+    and move ``theta += h * v`` with the driver's default bandwidths (``scale * median
+    heuristic``, scale ``DEFAULT_BANDWIDTH_SCALE[method]``), the driver's default gamma
+    (1/M for w-SGLD, 0 for pi-SGLD), lambda = the bandwidth, for 1000 steps (500 with
+    ``--quick``) at h = 0.03 (of 0.01, 0.03 and 0.1 tried, the best compromise over
+    methods); the baseline "SGLD" runs the same particles as independent Langevin chains
+    ``theta += h g + sqrt(2h) N(0, I)``.
+    The exact density is a 200 x 200 grid normalised on the box; reference samples are
+    grid cells drawn by mass and jittered uniformly within the cell. Table: squared energy
+    distance (Szekely & Rizzo; V-statistic, ``2E|X-Y| - E|X-X'| - E|Y-Y'|``) between the
+    final particles (none clipped) and 2000 reference samples; the row "i.i.d. (floor)" is
+    the mean over 10 independent grid samples of size M, i.e. what an exact sampler gets.
+    Second table: fraction of particles outside the box (reference: the density's mass
+    outside, from a 400 x 400 grid on [-8, 8]^2).
+(b) Bayesian logistic regression on scikit-learn's breast-cancer data: 70/30 split (fixed
+    seed, stratified), features standardised with training statistics, an intercept,
+    beta ~ N(0, I_31), Bernoulli-logit likelihood on the 398 training rows. Every method
+    runs ``sample_particles(method, n_particles=100, n_steps=n, batch_size=50)`` with its
+    defaults (Laplace init, preconditioning, default step-size schedule), for n in
+    (50, 100, 200, 500, 1000). The API returns final particles only, so each n is a
+    separate run with its own schedule (0.05 for the first half, then a geometric decay),
+    not a checkpoint of one run. Table: test accuracy of the particle-averaged predictive
+    probability, test log predictive likelihood (the log of the particle-averaged
+    probability of the test label, averaged over test rows), the mean over coefficients
+    of the particles' sd / NUTS sd, and wall seconds (mode search included). NUTS
+    (1000 draws after 1000 tuning steps, 2 chains) is the reference row.
+(c) pi-SGLD on the same model at n_steps = 500: n_particles in (10, 30, 100, 300) with the
+    default gamma (0), then gamma in (0, 1/M, 10/M, 100/M) with M = 100; same columns.
+
+A run that raises ``SamplerDivergenceError`` is printed as "diverged".
+
+Run ``python benchmarks/particles.py`` (about 10 minutes on 2 cores, half of it (a);
+``--quick``, about 2 minutes: 200 particles and 500 steps in (a), n in (50, 200, 500) in
+(b), 3 values in each sweep of (c) at 300 steps, NUTS with 500 + 500). Writes ``--json``
+and ``--plot`` (PNG), by default into ``benchmarks/results/`` (git-ignored).
+"""
+
+import argparse
+import json
+import logging
+import os
+import time
+import warnings
+
+import numpy as np
+import pymc as pm
+from scipy import special
+from scipy.spatial.distance import cdist
+from sklearn.datasets import load_breast_cancer
+from sklearn.model_selection import train_test_split
+
+import pymc_minibatch as pmm
+from pymc_minibatch._compat import posterior
+from pymc_minibatch.kernels import particles as kernels
+from pymc_minibatch.particles import DEFAULT_BANDWIDTH_SCALE
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
+LABELS = {"svgd": "SVGD", "wsgld": "w-SGLD", "wsgld_blob": "w-SGLD-B", "pisgld": "pi-SGLD",
+          "sgld": "SGLD"}  # fmt: skip
+BOX = 4.0
+GRID_POINTS = 200
+REFERENCE_SIZE = 2000
+FLOOR_REPEATS = 10
+ENVELOPE_SD = 1.5  # the N(z1; 0, 1.5^2) factor that makes U2 and U3 proper
+EIGHT_RADIUS, EIGHT_SD = 2.5, 0.35
+EIGHT_MEANS = EIGHT_RADIUS * np.column_stack(
+    [np.cos(np.arange(8) * np.pi / 4), np.sin(np.arange(8) * np.pi / 4)]
+)
+
+
+# --- (a) toy densities: log density and its gradient, vectorised over rows of z (n, 2) ---
+
+
+def _softmax_pair(a, b):
+    """Weights of ``a`` and ``b`` in ``log(exp(a) + exp(b))`` and that log."""
+    top = np.maximum(a, b)
+    ea, eb = np.exp(a - top), np.exp(b - top)
+    return ea / (ea + eb), eb / (ea + eb), top + np.log(ea + eb)
+
+
+def ring(z):
+    """Rezende & Mohamed U1: a ring of radius 2 with two modes at z1 = +-2."""
+    z1 = z[:, 0]
+    radius = np.sqrt(np.sum(z**2, axis=1)) + 1e-12
+    a, b = -0.5 * ((z1 - 2) / 0.6) ** 2, -0.5 * ((z1 + 2) / 0.6) ** 2
+    wa, wb, lse = _softmax_pair(a, b)
+    logp = -0.5 * ((radius - 2) / 0.4) ** 2 + lse
+    grad = -((radius - 2) / 0.16 / radius)[:, None] * z
+    grad[:, 0] += wa * -(z1 - 2) / 0.36 + wb * -(z1 + 2) / 0.36
+    return logp, grad
+
+
+def _wave(z1):
+    """``w1(z1) = sin(pi z1 / 2)`` and its derivative."""
+    return np.sin(np.pi * z1 / 2), np.pi / 2 * np.cos(np.pi * z1 / 2)
+
+
+def wave(z):
+    """Rezende & Mohamed U2 times N(z1; 0, 1.5^2): a sine-shaped ridge."""
+    z1, z2 = z[:, 0], z[:, 1]
+    w1, dw1 = _wave(z1)
+    residual = (z2 - w1) / 0.16
+    logp = -0.5 * (z2 - w1) ** 2 / 0.16 - 0.5 * (z1 / ENVELOPE_SD) ** 2
+    grad = np.column_stack([residual * dw1 - z1 / ENVELOPE_SD**2, -residual])
+    return logp, grad
+
+
+def two_waves(z):
+    """Rezende & Mohamed U3 times N(z1; 0, 1.5^2): a ridge that splits in two near z1 = 1."""
+    z1, z2 = z[:, 0], z[:, 1]
+    w1, dw1 = _wave(z1)
+    w2 = 3 * np.exp(-0.5 * ((z1 - 1) / 0.6) ** 2)
+    dw2 = -w2 * (z1 - 1) / 0.36
+    first, second = z2 - w1, z2 - w1 + w2
+    wa, wb, lse = _softmax_pair(-0.5 * first**2 / 0.1225, -0.5 * second**2 / 0.1225)
+    logp = lse - 0.5 * (z1 / ENVELOPE_SD) ** 2
+    d_z1 = wa * first * dw1 / 0.1225 + wb * second * (dw1 - dw2) / 0.1225
+    d_z2 = -(wa * first + wb * second) / 0.1225
+    return logp, np.column_stack([d_z1 - z1 / ENVELOPE_SD**2, d_z2])
+
+
+def eight_gaussians(z):
+    """Equal mixture of N(mu_k, 0.35^2 I), mu_k on the circle of radius 2.5."""
+    difference = EIGHT_MEANS[None, :, :] - z[:, None, :]  # (n, 8, 2)
+    logits = -0.5 * np.sum(difference**2, axis=2) / EIGHT_SD**2
+    logp = special.logsumexp(logits, axis=1)
+    weights = np.exp(logits - logp[:, None])
+    return logp, np.einsum("nk,nkd->nd", weights, difference) / EIGHT_SD**2
+
+
+DENSITIES = {"ring": ring, "wave": wave, "two waves": two_waves, "8 Gaussians": eight_gaussians}
+
+
+def check_gradients(seed=0):
+    """Central finite differences against the hand-written gradients (a cheap self-test)."""
+    z = np.random.default_rng(seed).uniform(-BOX, BOX, size=(50, 2))
+    for name, density in DENSITIES.items():
+        numeric = np.empty_like(z)
+        for k in range(2):
+            shift = np.zeros(2)
+            shift[k] = 1e-6
+            numeric[:, k] = (density(z + shift)[0] - density(z - shift)[0]) / 2e-6
+        error = np.max(np.abs(numeric - density(z)[1]) / (1 + np.abs(numeric)))
+        assert error < 1e-5, f"gradient of {name} is off by {error:.2g}"
+
+
+def grid_density(density, half_width, points):
+    """Cell centres (points^2, 2), cell area and the normalised cell masses on the box."""
+    edges = np.linspace(-half_width, half_width, points + 1)
+    centres = 0.5 * (edges[1:] + edges[:-1])
+    z1, z2 = np.meshgrid(centres, centres, indexing="ij")
+    cells = np.column_stack([z1.ravel(), z2.ravel()])
+    logp = density(cells)[0]
+    mass = np.exp(logp - logp.max())
+    return cells, edges[1] - edges[0], mass / mass.sum()
+
+
+def grid_samples(cells, width, mass, size, rng):
+    """Cells drawn by mass, jittered uniformly within the cell."""
+    picked = rng.choice(len(cells), size=size, p=mass)
+    return cells[picked] + rng.uniform(-width / 2, width / 2, size=(size, 2))
+
+
+def energy_distance(x, y, yy=None):
+    """Squared energy distance ``2E|X-Y| - E|X-X'| - E|Y-Y'|`` (V-statistics)."""
+    yy = cdist(y, y).mean() if yy is None else yy
+    return float(2 * cdist(x, y).mean() - cdist(x, x).mean() - yy)
+
+
+def run_particles(method, density, init, n_steps, step_size, seed):
+    """Final particles of one method from ``init``; None if they became non-finite."""
+    rng = np.random.default_rng(seed)
+    theta = init.copy()
+    previous = theta.copy()
+    gamma = 1.0 / len(theta) if method == "wsgld" else 0.0  # the driver's defaults
+    for _ in range(n_steps):
+        grads = density(theta)[1]
+        if method == "sgld":
+            velocity = grads + np.sqrt(2.0 / step_size) * rng.standard_normal(theta.shape)
+        else:
+            # cdist gives kernels.squared_distances(theta, theta) about 5x faster in 2-D
+            bandwidth = DEFAULT_BANDWIDTH_SCALE[method] * kernels.median_bandwidth(
+                cdist(theta, theta, "sqeuclidean")
+            )
+            if method == "svgd":
+                velocity = kernels.svgd_velocity(theta, grads, bandwidth)
+            elif method == "wsgld_blob":
+                velocity = kernels.blob_velocity(theta, grads, bandwidth)
+            elif method == "wsgld":
+                velocity = kernels.wasserstein_velocity(theta, previous, grads, bandwidth, gamma)
+            else:
+                velocity = kernels.pisgld_velocity(
+                    theta, previous, grads, bandwidth, bandwidth, gamma
+                )
+        previous, theta = theta, theta + step_size * velocity
+        if not np.all(np.isfinite(theta)) or np.max(np.abs(theta)) > 1e4:
+            return None
+    return theta
+
+
+def run_toy(n_particles, n_steps, step_size, seed=0):
+    """Energy distances, fractions outside the box and the final particles per density."""
+    rng = np.random.default_rng(seed)
+    init = rng.standard_normal((n_particles, 2))
+    results, finals, grids = {}, {}, {}
+    for name, density in DENSITIES.items():
+        cells, width, mass = grid_density(density, BOX, GRID_POINTS)
+        grids[name] = (cells, mass)
+        reference = grid_samples(cells, width, mass, REFERENCE_SIZE, rng)
+        yy = cdist(reference, reference).mean()
+        floors = [
+            energy_distance(grid_samples(cells, width, mass, n_particles, rng), reference, yy)
+            for _ in range(FLOOR_REPEATS)
+        ]
+        wide_cells, _, wide_mass = grid_density(density, 2 * BOX, 2 * GRID_POINTS)
+        outside_mass = float(wide_mass[np.max(np.abs(wide_cells), axis=1) > BOX].sum())
+        row = {"iid_floor": float(np.mean(floors)), "iid_floor_sd": float(np.std(floors)),
+               "mass_outside_box": outside_mass, "methods": {}}  # fmt: skip
+        finals[name] = {}
+        for method in (*METHODS, "sgld"):
+            start = time.perf_counter()
+            theta = run_particles(method, density, init, n_steps, step_size, seed + 1)
+            cell = {"seconds": time.perf_counter() - start, "status": "ok"}
+            if theta is None:
+                cell |= {"status": "diverged", "energy": np.nan, "outside": np.nan}
+            else:
+                cell["energy"] = energy_distance(theta, reference, yy)
+                cell["outside"] = float(np.mean(np.max(np.abs(theta), axis=1) > BOX))
+            row["methods"][method] = cell
+            finals[name][method] = theta
+        results[name] = row
+    return results, finals, grids
+
+
+def print_toy(results):
+    names = list(results)
+    header = f"  {'method':16}" + "".join(f"{name:>13}" for name in names)
+    for title, key, digits, extra_rows in (
+        ("squared energy distance to the grid reference (lower is better)", "energy", 4,
+         (("i.i.d. (floor)", "iid_floor"), ("  floor sd", "iid_floor_sd"))),
+        ("fraction of particles outside the box [-4, 4]^2", "outside", 3,
+         (("exact mass", "mass_outside_box"),)),
+    ):  # fmt: skip
+        print(f"  {title}")
+        print(header)
+        for method in (*METHODS, "sgld"):
+            cells = [results[name]["methods"][method] for name in names]
+            print(f"  {LABELS[method]:16}" + "".join(
+                f"{'diverged':>13}" if c["status"] == "diverged" else f"{c[key]:13.{digits}f}"
+                for c in cells))  # fmt: skip
+        for label, field in extra_rows:
+            print(f"  {label:16}" + "".join(f"{results[n][field]:13.{digits}f}" for n in names))
+    seconds = {
+        LABELS[m]: sum(results[n]["methods"][m]["seconds"] for n in names)
+        for m in (*METHODS, "sgld")
+    }
+    print("  seconds (4 densities): " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
+
+
+# --- (b), (c) logistic regression ---
+
+
+def breast_cancer_data(seed=0):
+    x, y = load_breast_cancer(return_X_y=True)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=0.3, random_state=seed, stratify=y
+    )
+    mean, sd = x_train.mean(axis=0), x_train.std(axis=0)
+
+    def design(x):
+        return np.column_stack([np.ones(len(x)), (x - mean) / sd])
+
+    return (design(x_train), y_train), (design(x_test), y_test)
+
+
+def predictive_scores(draws, x_test, y_test):
+    """Test accuracy and mean log predictive likelihood of the draw-averaged probability."""
+    probability = special.expit(x_test @ draws.T).mean(axis=1)
+    likelihood = np.where(y_test == 1, probability, 1 - probability)
+    return {
+        "accuracy": float(np.mean((probability > 0.5) == y_test)),
+        "test_ll": float(np.mean(np.log(likelihood))),
+    }
+
+
+def run_particle_config(model, data, nuts_sd, method, **kwargs):
+    """One ``sample_particles`` run; its scores, sd ratio and seconds (or 'diverged')."""
+    x_test, y_test = data
+    start = time.perf_counter()
+    try:
+        idata = pmm.sample_particles(method, model=model, progressbar=False, **kwargs)
+    except pmm.SamplerDivergenceError as error:
+        return {"status": "diverged", "message": str(error).split(" Pass a smaller")[0],
+                "seconds": time.perf_counter() - start}  # fmt: skip
+    seconds = time.perf_counter() - start
+    draws = posterior(idata)["beta"].values[0]
+    if not np.all(np.isfinite(draws)):
+        return {"status": "diverged", "message": "non-finite particles", "seconds": seconds}
+    return {
+        "status": "ok",
+        "seconds": seconds,
+        "sd_ratio": float(np.mean(draws.std(axis=0) / nuts_sd)),
+        **predictive_scores(draws, x_test, y_test),
+    }
+
+
+def logistic_model(x, y):
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 1.0, shape=x.shape[1])
+        pm.Bernoulli("y", logit_p=pm.math.dot(x, beta), observed=y)
+    return model
+
+
+def run_nuts(model, data, draws, tune, seed):
+    start = time.perf_counter()
+    with model:
+        idata = pm.sample(draws=draws, tune=tune, chains=2, random_seed=seed,
+                          progressbar=False, compute_convergence_checks=False)  # fmt: skip
+    seconds = time.perf_counter() - start
+    samples = posterior(idata)["beta"].values.reshape(-1, data[0].shape[1])
+    row = {"status": "ok", "seconds": seconds, "sd_ratio": 1.0,
+           **predictive_scores(samples, *data)}  # fmt: skip
+    return row, samples.std(axis=0)
+
+
+def run_convergence(model, data, nuts_sd, step_counts, seed):
+    results = {}
+    for method in METHODS:
+        results[method] = {}
+        for n_steps in step_counts:
+            results[method][n_steps] = run_particle_config(
+                model, data, nuts_sd, method, n_particles=100, n_steps=n_steps,
+                batch_size=50, random_seed=seed,
+            )  # fmt: skip
+            print(".", end="", flush=True)
+    print()
+    return results
+
+
+def run_pisgld_sweeps(model, data, nuts_sd, particle_counts, gamma_multiples, n_steps, seed):
+    by_particles, by_gamma = {}, {}
+    for n_particles in particle_counts:
+        by_particles[n_particles] = run_particle_config(
+            model, data, nuts_sd, "pisgld", n_particles=n_particles, n_steps=n_steps,
+            batch_size=50, random_seed=seed,
+        )  # fmt: skip
+        print(".", end="", flush=True)
+    for multiple in gamma_multiples:
+        by_gamma[multiple] = run_particle_config(
+            model, data, nuts_sd, "pisgld", n_particles=100, n_steps=n_steps,
+            batch_size=50, gamma=multiple / 100, random_seed=seed,
+        )  # fmt: skip
+        print(".", end="", flush=True)
+    print()
+    return by_particles, by_gamma
+
+
+def _cells(row):
+    if row["status"] == "diverged":
+        return f"{'diverged':>9}{'':>9}{'':>11}{row['seconds']:9.1f}"
+    return (f"{row['accuracy']:9.3f}{row['test_ll']:9.4f}{row['sd_ratio']:11.2f}"
+            f"{row['seconds']:9.1f}")  # fmt: skip
+
+
+COLUMNS = f"{'accuracy':>9}{'test LL':>9}{'sd/NUTS sd':>11}{'seconds':>9}"
+
+
+def print_convergence(results, nuts):
+    print(f"  {'method':10}{'n_steps':>8}" + COLUMNS)
+    for method, rows in results.items():
+        for n_steps, row in rows.items():
+            print(f"  {LABELS[method]:10}{n_steps:8d}" + _cells(row))
+    print(f"  {'NUTS':10}{'':>8}" + _cells(nuts))
+
+
+def print_sweep(rows, label, formatter):
+    print(f"  {label:>12}" + COLUMNS)
+    for key, row in rows.items():
+        print(f"  {formatter(key):>12}" + _cells(row))
+
+
+def print_divergences(named_rows):
+    failed = {name: row["message"] for name, row in named_rows if row["status"] == "diverged"}
+    if failed:
+        print("  SamplerDivergenceError:")
+        for name, message in failed.items():
+            print(f"    {name}: {message}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer particles, steps, runs")
+    parser.add_argument("--json", default=os.path.join(RESULTS, "particles.json"))
+    parser.add_argument("--plot", default=os.path.join(RESULTS, "particles.png"))
+    args = parser.parse_args()
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+    started = time.perf_counter()
+    seed = 0
+    toy_particles, toy_steps, toy_step_size = (200, 500, 0.03) if args.quick else (500, 1000, 0.03)
+    step_counts = [50, 200, 500] if args.quick else [50, 100, 200, 500, 1000]
+    particle_counts = [10, 30, 100] if args.quick else [10, 30, 100, 300]
+    gamma_multiples = [0.0, 1.0, 10.0] if args.quick else [0.0, 1.0, 10.0, 100.0]
+    sweep_steps = 300 if args.quick else 500
+    nuts_draws, nuts_tune = (500, 500) if args.quick else (1000, 1000)
+
+    check_gradients()
+    print(f"=== (a) 2-D densities on [-4, 4]^2: {toy_particles} particles from one N(0, I) "
+          f"draw, {toy_steps} steps of h = {toy_step_size:g}, exact gradients")  # fmt: skip
+    toy, finals, grids = run_toy(toy_particles, toy_steps, toy_step_size, seed)
+    print_toy(toy)
+
+    (x, y), data = breast_cancer_data(seed)
+    model = logistic_model(x, y)
+    print(f"\n=== (b) logistic regression, breast cancer: {len(y)} train / {len(data[1])} test "
+          f"rows, 31 coefficients, 100 particles, batch 50, one run per n_steps")  # fmt: skip
+    nuts, nuts_sd = run_nuts(model, data, nuts_draws, nuts_tune, seed)
+    convergence = run_convergence(model, data, nuts_sd, step_counts, seed)
+    print(f"  NUTS: {nuts_draws} draws after {nuts_tune} tuning steps, 2 chains")
+    print_convergence(convergence, nuts)
+    print_divergences(
+        (f"{LABELS[m]} n_steps={n}", row) for m, rows in convergence.items()
+        for n, row in rows.items()
+    )  # fmt: skip
+
+    print(f"\n=== (c) pi-SGLD on the same model, {sweep_steps} steps, batch 50", flush=True)
+    by_particles, by_gamma = run_pisgld_sweeps(
+        model, data, nuts_sd, particle_counts, gamma_multiples, sweep_steps, seed
+    )
+    print("  by n_particles (default gamma = 0)")
+    print_sweep(by_particles, "n_particles", str)
+    print("  by gamma (M = 100)")
+    print_sweep(by_gamma, "gamma", lambda g: "0" if g == 0 else f"{g:g}/M")
+    print_divergences(
+        [(f"M={m}", row) for m, row in by_particles.items()]
+        + [(f"gamma={g:g}/M", row) for g, row in by_gamma.items()]
+    )
+
+    total = time.perf_counter() - started
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
+    with open(args.json, "w") as handle:
+        json.dump(
+            {"toy": {"n_particles": toy_particles, "n_steps": toy_steps,
+                     "step_size": toy_step_size, "densities": toy},
+             "logistic": {"nuts": nuts, "nuts_sd": nuts_sd.tolist(),
+                          "by_n_steps": convergence},
+             "pisgld": {"n_steps": sweep_steps, "by_n_particles": by_particles,
+                        "by_gamma_times_M": by_gamma},
+             "total_seconds": total},
+            handle, indent=2,
+        )  # fmt: skip
+    _plot(args.plot, finals, grids, toy, convergence, nuts, step_counts)
+    print(f"\nwrote {args.json} and {args.plot}; total {total:.0f} s")
+
+
+def _plot(path, finals, grids, toy, convergence, nuts, step_counts):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = (*METHODS, "sgld")
+    fig = plt.figure(figsize=(3.0 * len(methods), 3.0 * len(finals) + 3.2))
+    grid = fig.add_gridspec(len(finals) + 1, len(methods), height_ratios=[1] * len(finals) + [1.1])
+    centres = np.linspace(-BOX, BOX, GRID_POINTS + 1)
+    centres = 0.5 * (centres[1:] + centres[:-1])
+    for i, (name, particles) in enumerate(finals.items()):
+        mass = grids[name][1].reshape(GRID_POINTS, GRID_POINTS)
+        for j, method in enumerate(methods):
+            ax = fig.add_subplot(grid[i, j])
+            ax.contour(centres, centres, mass.T, levels=6, colors="0.5", linewidths=0.6)
+            cell = toy[name]["methods"][method]
+            theta = particles[method]
+            if theta is not None:
+                ax.scatter(theta[:, 0], theta[:, 1], s=2, color="C3", alpha=0.6)
+                title = f"{LABELS[method]}: E={cell['energy']:.3f}, out {cell['outside']:.2f}"
+            else:
+                title = f"{LABELS[method]}: diverged"
+            ax.set(xlim=(-BOX, BOX), ylim=(-BOX, BOX), xticks=[], yticks=[], aspect="equal")
+            ax.set_title(title, fontsize=8)
+            if j == 0:
+                ax.set_ylabel(name)
+    for k, (key, label) in enumerate((("accuracy", "test accuracy"), ("test_ll", "test LL"))):
+        ax = fig.add_subplot(grid[-1, 2 * k : 2 * k + 2])
+        for method, rows in convergence.items():
+            values = [rows[n].get(key, np.nan) for n in step_counts]
+            ax.plot(step_counts, values, marker="o", label=LABELS[method])
+        ax.axhline(nuts[key], color="k", ls="--", label="NUTS")
+        ax.set(xscale="log", xlabel="n_steps (separate runs)", ylabel=label,
+               title=f"(b) logistic regression: {label}")  # fmt: skip
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    main()
