@@ -140,9 +140,8 @@ def sample_particles(
         The final particles as the draws of one chain (constrained values and
         Deterministics). ``sample_stats`` holds ``minibatch_logp`` per particle (estimated
         on the last step's batch, before its move) and, over the dimension ``step``, the
-        history of ``step_size``,
-        ``bandwidth``, ``mean_grad_norm`` (of ``theta``-space gradients) and
-        ``mean_velocity_norm``. The posterior's attrs record the settings.
+        history of ``step_size``, ``bandwidth``, ``mean_grad_norm`` (of ``theta``-space
+        gradients) and ``mean_velocity_norm``. The posterior's attrs record the settings.
 
     Raises
     ------
