@@ -16,6 +16,7 @@ from pymc.initial_point import make_initial_point_fn
 
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import particles as kernels
+from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
 from pymc_minibatch.kernels.preconditioning import DensePreconditioner, identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.model.adapter import MinibatchModel
@@ -329,10 +330,9 @@ class _Batches:
     def next(self):
         if self.batch_size == self.n_data:
             return np.arange(self.n_data)
-        if self.permutation is None or self.cursor + self.batch_size > self.n_data:
-            self.permutation, self.cursor = self.rng.permutation(self.n_data), 0
-        rows = self.permutation[self.cursor : self.cursor + self.batch_size]
-        self.cursor += self.batch_size
+        rows, self.permutation, self.cursor = next_epoch_batch(
+            self.rng, self.n_data, self.batch_size, self.permutation, self.cursor
+        )
         return rows
 
 
@@ -380,13 +380,11 @@ def _check_positive(name, value):
 
 
 def _batch_size(batch_size, n_data):
-    if batch_size is None:
-        return min(n_data, DEFAULT_BATCH_SIZE)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
-        raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
-    if not 1 <= batch_size <= n_data:
-        raise ValueError(f"batch_size must lie in [1, {n_data}] (the rows), got {batch_size}")
-    return int(batch_size)
+    return (
+        min(n_data, DEFAULT_BATCH_SIZE)
+        if batch_size is None
+        else checked_batch_size(batch_size, n_data)
+    )
 
 
 def _mode_and_curvature(minibatch_model, candidates, rng):

@@ -10,6 +10,7 @@ from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch.exceptions import SamplerDivergenceError
+from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
 from pymc_minibatch.kernels.kinetics import make_kinetics
 from pymc_minibatch.kernels.preconditioning import (
     DensePreconditioner,
@@ -120,11 +121,7 @@ class SGMCMC(MinibatchStep):
     ):
         super().__init__(vars, model=model, blocked=blocked, rng=rng)
         n_data = self.minibatch_model.n_data
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
-            raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
-        if not 1 <= batch_size <= n_data:
-            raise ValueError(f"batch_size must lie in [1, {n_data}] (the rows), got {batch_size}")
-        self.batch_size = int(batch_size)
+        self.batch_size = checked_batch_size(batch_size, n_data)
         self.thin = _positive_int("thin", thin)
         if isinstance(warmup, bool) or not isinstance(warmup, int | np.integer) or warmup < 0:
             raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
@@ -218,12 +215,9 @@ class SGMCMC(MinibatchStep):
         return self.preconditioner.gradient_to_z(grad)
 
     def _next_batch(self):
-        n_data, batch = self.minibatch_model.n_data, self.batch_size
-        if self.permutation is None or self.cursor + batch > n_data:
-            self.permutation = self.rng.permutation(n_data)
-            self.cursor = 0
-        rows = self.permutation[self.cursor : self.cursor + batch]
-        self.cursor += batch
+        rows, self.permutation, self.cursor = next_epoch_batch(
+            self.rng, self.minibatch_model.n_data, self.batch_size, self.permutation, self.cursor
+        )
         return rows
 
     def _resample(self):

@@ -1,0 +1,23 @@
+"""Row batches of a fixed size, drawn through epochs without replacement."""
+
+import numpy as np
+
+
+def checked_batch_size(batch_size, n_data):
+    """``batch_size`` as an int, refused unless it is an integer in ``[1, n_data]``."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
+        raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
+    if not 1 <= batch_size <= n_data:
+        raise ValueError(f"batch_size must lie in [1, {n_data}] (the rows), got {batch_size}")
+    return int(batch_size)
+
+
+def next_epoch_batch(rng, n_data, batch_size, permutation, cursor):
+    """The next ``batch_size`` rows of the current epoch: ``(rows, permutation, cursor)``.
+
+    An epoch is a fresh random permutation of the rows; the ``n_data mod batch_size`` rows
+    left at its end are skipped. ``permutation=None`` starts the first epoch.
+    """
+    if permutation is None or cursor + batch_size > n_data:
+        permutation, cursor = rng.permutation(n_data), 0
+    return permutation[cursor : cursor + batch_size], permutation, cursor + batch_size
