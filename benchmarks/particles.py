@@ -58,10 +58,9 @@ import warnings
 
 import numpy as np
 import pymc as pm
+from bench_data import breast_cancer_data
 from scipy import special
 from scipy.spatial.distance import cdist
-from sklearn.datasets import load_breast_cancer
-from sklearn.model_selection import train_test_split
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior
@@ -273,19 +272,6 @@ def print_toy(results):
 
 
 # --- (b), (c) logistic regression ---
-
-
-def breast_cancer_data(seed=0):
-    x, y = load_breast_cancer(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=0.3, random_state=seed, stratify=y
-    )
-    mean, sd = x_train.mean(axis=0), x_train.std(axis=0)
-
-    def design(x):
-        return np.column_stack([np.ones(len(x)), (x - mean) / sd])
-
-    return (design(x_train), y_train), (design(x_test), y_test)
 
 
 def predictive_scores(draws, x_test, y_test):

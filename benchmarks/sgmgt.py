@@ -41,8 +41,9 @@ import warnings
 import arviz as az
 import numpy as np
 import pymc as pm
+from bench_data import breast_cancer_data
 from scipy import special, stats
-from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.datasets import load_digits
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
 
@@ -147,19 +148,6 @@ def sample_sg(method, sample_kwargs, **step_kwargs):
     except pmm.SamplerDivergenceError as error:
         return None, np.nan, "diverged", str(error).split(" Pass a smaller")[0]
     return idata, time.perf_counter() - start, "ok", None
-
-
-def breast_cancer_data(seed=0):
-    x, y = load_breast_cancer(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=0.3, random_state=seed, stratify=y
-    )
-    mean, sd = x_train.mean(axis=0), x_train.std(axis=0)
-
-    def design(x):
-        return np.column_stack([np.ones(len(x)), (x - mean) / sd])
-
-    return (design(x_train), y_train), (design(x_test), y_test)
 
 
 def logistic_summary(draws, x_test, y_test, seconds):
