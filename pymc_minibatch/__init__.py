@@ -4,6 +4,7 @@ Conventionally imported as ``import pymc_minibatch as pmm``.
 """
 
 from pymc_minibatch import bounds, schedules
+from pymc_minibatch.compare import compare, plot_compare
 from pymc_minibatch.ensemble import cmint_average, cmint_ensemble
 from pymc_minibatch.exceptions import (
     BoundsUnavailableError,
@@ -44,5 +45,7 @@ __all__ = [
     "schedules",
     "cmint_average",
     "cmint_ensemble",
+    "compare",
+    "plot_compare",
 ]
 __version__ = "0.1.0.dev0"

@@ -65,29 +65,57 @@ def posterior(idata):
     return result_group(idata, "posterior")
 
 
-def plot_forest_comparison(results, path):
-    """Forest plot of several results of the same model, one colour per result, saved to ``path``.
+def _arviz_major():
+    import arviz as az
+
+    return int(az.__version__.split(".")[0])
+
+
+def plot_forest_comparison(results, path=None, var_names=None):
+    """Forest plot of several results of the same model, one colour per result.
 
     ``results`` maps a label to an ``InferenceData`` (ArviZ 0.x) or ``DataTree`` (ArviZ 1.x).
+    Saved to ``path`` if given. Returns the axes (ArviZ 0.x) or the ``PlotCollection``
+    (ArviZ 1.x).
     """
     import arviz as az
-    import matplotlib
-
-    matplotlib.use("Agg")
-    if int(az.__version__.split(".")[0]) >= 1:
-        # ArviZ 1.x aligns the results on (chain, draw): give them equal lengths first
-        collection = az.plot_forest(
-            _equal_length_posteriors(results), combined=True, backend="matplotlib",
-            aes={"color": ["model"]},
-        )  # fmt: skip
-        collection.add_legend("model")
-        collection.savefig(path)
-        return
     import matplotlib.pyplot as plt
 
-    az.plot_forest(list(results.values()), model_names=list(results), combined=True)
-    plt.savefig(path, bbox_inches="tight")
-    plt.close("all")
+    if _arviz_major() >= 1:
+        # ArviZ 1.x aligns the results on (chain, draw): give them equal lengths first
+        collection = az.plot_forest(
+            _equal_length_posteriors(results), var_names=var_names, combined=True,
+            backend="matplotlib", aes={"color": ["model"]},
+        )  # fmt: skip
+        collection.add_legend("model")
+        if path is not None:
+            collection.savefig(path)
+        return collection
+    axes = az.plot_forest(
+        list(results.values()), model_names=list(results), var_names=var_names, combined=True
+    )
+    if path is not None:
+        plt.savefig(path, bbox_inches="tight")
+    return axes
+
+
+def plot_density_comparison(results, var_names=None):
+    """Overlaid marginal densities of several results of one model, one colour per result.
+
+    Returns the axes (ArviZ 0.x) or the ``PlotCollection`` (ArviZ 1.x).
+    """
+    import arviz as az
+
+    if _arviz_major() >= 1:
+        collection = az.plot_dist(
+            _equal_length_posteriors(results), var_names=var_names, kind="kde",
+            backend="matplotlib", aes={"color": ["model"]},
+        )  # fmt: skip
+        collection.add_legend("model")
+        return collection
+    return az.plot_density(
+        list(results.values()), data_labels=list(results), var_names=var_names, shade=0.1
+    )
 
 
 def _equal_length_posteriors(results):

@@ -107,6 +107,9 @@ def main(argv=None):
     rate_mb = summarise(label, idata_mb, seconds_mb, rows_mb)
     rate_nuts = summarise("NUTS", idata_nuts, seconds_nuts, rows_nuts)
     print(f"  ESS/s ratio {label} / NUTS: {rate_mb / rate_nuts:.2f}")
+    import matplotlib
+
+    matplotlib.use("Agg")  # the demo writes a file; it opens no window
     plot_forest_comparison({label: idata_mb, "NUTS": idata_nuts}, args.output)
     print(f"\nComparison plot written to {args.output}")
 
