@@ -5,6 +5,7 @@ Conventionally imported as ``import pymc_minibatch as pmm``.
 
 from pymc_minibatch import bounds, schedules
 from pymc_minibatch.compare import compare, plot_compare
+from pymc_minibatch.diagnostics import ksd
 from pymc_minibatch.ensemble import cmint_average, cmint_ensemble
 from pymc_minibatch.exceptions import (
     BoundsUnavailableError,
@@ -46,6 +47,7 @@ __all__ = [
     "cmint_average",
     "cmint_ensemble",
     "compare",
+    "ksd",
     "plot_compare",
 ]
 __version__ = "0.1.0.dev0"
