@@ -1,5 +1,5 @@
 """TunaMH bounds (Assumption 1 of Zhang, Cooper & De Sa 2020, "Asymptotically optimal exact
-minibatch Metropolis-Hastings", NeurIPS): per-row constants ``c_i`` and a metric ``M`` with
+minibatch Metropolis-Hastings", NeurIPS): per-row constants ``c_i`` and a metric ``M`` with::
 
     |U_i(theta) - U_i(theta')| <= c_i * M(theta, theta')   for every row i and all theta, theta',
 
@@ -20,6 +20,18 @@ interval ``[lower_i, upper_i]`` holding each row's log-likelihood for every ``th
 support. They exist only when the parameters live on a bounded set;
 :func:`pymc_minibatch.model.lipschitz.derive_global_bounds` obtains them for the same
 regressions when their coefficients have ``Uniform`` priors.
+
+Examples
+--------
+Bounds for a Laplace location regression with scale ``b = 2``, whose per-row negative
+log-likelihood ``|y_i - x_i' beta| / b`` is ``||x_i|| / b``-Lipschitz in ``beta``:
+
+>>> import numpy as np
+>>> import pymc_minibatch as pmm
+>>> X = np.random.default_rng(0).normal(size=(100, 3))
+>>> bounds = pmm.bounds.Bounds(np.linalg.norm(X, axis=1) / 2.0, metric_vars=["beta"])
+>>> bounds.c.shape
+(100,)
 """
 
 import numpy as np
@@ -146,7 +158,26 @@ class GlobalBounds:
 
 
 def distance(theta, theta2, indices=None):
-    """Euclidean distance between two points, over ``indices`` if given."""
+    """Euclidean distance between two points, over ``indices`` if given.
+
+    Parameters
+    ----------
+    theta, theta2 : ndarray, shape (ndim,)
+    indices : array of int, optional
+        Coordinates to measure over (default: all).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> distance(np.zeros(3), np.array([3.0, 4.0, 12.0]))
+    13.0
+    >>> distance(np.zeros(3), np.array([3.0, 4.0, 12.0]), indices=[0, 1])
+    5.0
+    """
     diff = theta2 - theta
     if indices is not None:
         diff = diff[indices]
@@ -154,7 +185,31 @@ def distance(theta, theta2, indices=None):
 
 
 def metric(bounds, theta, theta2, indices=None):
-    """``M(theta, theta')`` of ``bounds``: Euclidean, or the Taylor metric with a center."""
+    """``M(theta, theta')`` of ``bounds``: Euclidean, or the Taylor metric with a center.
+
+    Parameters
+    ----------
+    bounds : Bounds
+        Without ``center``, ``M`` is the Euclidean distance; with one, it is
+        ``||theta - theta'|| (||theta - center|| + ||theta' - center||) / 2``.
+    theta, theta2 : ndarray, shape (ndim,)
+    indices : array of int, optional
+        Coordinates to measure over (default: all).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> plain = Bounds(np.ones(10))
+    >>> metric(plain, np.zeros(2), np.array([3.0, 4.0]))
+    5.0
+    >>> taylor = Bounds(np.ones(10), center=np.zeros(2))
+    >>> metric(taylor, np.array([1.0, 0.0]), np.array([3.0, 0.0]))
+    4.0
+    """
     step = distance(theta, theta2, indices)
     if bounds.center is None:
         return step

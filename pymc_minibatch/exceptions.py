@@ -6,6 +6,18 @@ class NonFactorizableError(ValueError):
 
     Minibatch samplers need ``log p(y | theta) = sum_i log p(y_i | theta)`` over the rows
     of the data. The message names the offending variable and the reason.
+
+    Examples
+    --------
+    A model without observed data has no rows to take minibatches of:
+
+    >>> import pymc as pm, pymc_minibatch as pmm
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu", 0, 1)
+    >>> pmm.MinibatchModel(model)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pymc_minibatch.exceptions.NonFactorizableError: the model has no observed variables...
     """
 
 
@@ -14,11 +26,37 @@ class BoundViolationError(RuntimeError):
 
     TunaMH is exact only when the bounds hold for every row and every pair of points; a
     violated bound means the draws would silently target the wrong distribution.
+
+    Examples
+    --------
+    Raised during sampling when user-given bounds are too small, e.g.
+    ``Bounds(0.5 * np.linalg.norm(X, axis=1))`` for a logistic regression (whose rows need
+    ``c_i = ||x_i||``):
+
+    >>> try:  # doctest: +SKIP
+    ...     idata = pm.sample(step=pmm.TunaMH(bounds=too_small), model=model)
+    ... except pmm.BoundViolationError as err:
+    ...     print(err)
     """
 
 
 class BoundsUnavailableError(ValueError):
-    """TunaMH bounds cannot be derived from the model and none were given."""
+    """TunaMH bounds cannot be derived from the model and none were given.
+
+    Examples
+    --------
+    A Normal likelihood has no per-row Lipschitz bound in its mean:
+
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> y = np.random.default_rng(0).normal(size=100)
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu", 0, 1)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
+    >>> pmm.TunaMH(model=model)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pymc_minibatch.exceptions.BoundsUnavailableError: cannot derive per-row bounds ...
+    """
 
 
 class SamplerDivergenceError(FloatingPointError):
@@ -26,4 +64,11 @@ class SamplerDivergenceError(FloatingPointError):
 
     Raised instead of writing a NaN trace; the message names the step, the step size and
     what to change (usually a smaller ``step_size`` or a larger ``batch_size``).
+
+    Examples
+    --------
+    >>> try:  # doctest: +SKIP
+    ...     idata = pm.sample(step=pmm.SGLD(batch_size=100, step_size=1.0), model=model)
+    ... except pmm.SamplerDivergenceError as err:
+    ...     print(err)  # names the update and suggests a smaller step size
     """

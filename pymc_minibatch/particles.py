@@ -171,11 +171,17 @@ def sample_particles(
     >>> X = np.random.default_rng(0).normal(size=(2000, 3))
     >>> with pm.Model() as model:
     ...     beta = pm.Normal("beta", 0, 1, shape=3)
-    ...     pm.Normal("y", X @ beta, 1, observed=X @ [1.0, -1.0, 0.5])
-    ...     idata = pmm.sample_particles("svgd", n_particles=50, n_steps=200,
-    ...                                  random_seed=1, progressbar=False)
+    ...     obs = pm.Normal("y", X @ beta, 1, observed=X @ [1.0, -1.0, 0.5])
+    ...     idata = pmm.sample_particles("svgd", n_particles=20, n_steps=100,
+    ...                                  batch_size=200, random_seed=1, progressbar=False)
     >>> idata["posterior"]["beta"].shape
-    (1, 50, 3)
+    (1, 20, 3)
+
+    A multimodal posterior: start from the prior so that particles can find separate modes.
+
+    >>> with model:
+    ...     idata = pmm.sample_particles("wsgld_blob", n_particles=200, init="prior",
+    ...                                  random_seed=1)  # doctest: +SKIP
     """
     model = pm.modelcontext(model)
     settings = _validate(method, n_particles, n_steps, bandwidth_scale, gamma, lam)

@@ -12,7 +12,14 @@ def _positive(name, value):
 
 
 class ConstantSchedule(NamedTuple):
-    """``h(t) = value``."""
+    """``h(t) = value``; build it with :func:`constant`.
+
+    Examples
+    --------
+    >>> from pymc_minibatch.schedules import constant
+    >>> constant(0.01)([0, 10, 100]).tolist()
+    [0.01, 0.01, 0.01]
+    """
 
     value: float
 
@@ -25,7 +32,14 @@ class PolynomialDecay(NamedTuple):
 
     Welling & Teh (2011) use this form with ``power`` in ``(0.5, 1]``, so that the sum of
     the steps diverges and the sum of their squares converges (the Robbins–Monro
-    conditions under which SGLD's bias vanishes).
+    conditions under which SGLD's bias vanishes). Build it with :func:`polynomial_decay`.
+
+    Examples
+    --------
+    >>> from pymc_minibatch.schedules import polynomial_decay
+    >>> schedule = polynomial_decay(1.0, b=1.0, power=1.0)
+    >>> schedule([0, 1, 3]).tolist()
+    [1.0, 0.5, 0.25]
     """
 
     a: float
@@ -41,7 +55,14 @@ class CyclicalSchedule(NamedTuple):
 
     Zhang, Li, Zhang, Chen & Wilson (2020), "Cyclical stochastic gradient MCMC for
     Bayesian deep learning", ICLR, eq. (1): each cycle starts large (exploration) and
-    decays to almost 0 (sampling).
+    decays to almost 0 (sampling). Build it with :func:`cyclical`.
+
+    Examples
+    --------
+    >>> from pymc_minibatch.schedules import cyclical
+    >>> schedule = cyclical(0.1, cycle_length=4)
+    >>> schedule([0, 2, 4]).round(6).tolist()
+    [0.1, 0.05, 0.1]
     """
 
     initial: float
@@ -53,12 +74,52 @@ class CyclicalSchedule(NamedTuple):
 
 
 def constant(value) -> ConstantSchedule:
-    """A constant step size."""
+    """A constant step size ``h(t) = value``.
+
+    Parameters
+    ----------
+    value : float
+        Positive step size.
+
+    Returns
+    -------
+    ConstantSchedule
+
+    Examples
+    --------
+    >>> import pymc_minibatch as pmm
+    >>> schedule = pmm.schedules.constant(0.05)
+    >>> float(schedule(1000))
+    0.05
+    >>> step = pmm.SGLD(batch_size=100, step_size=schedule)  # doctest: +SKIP
+    """
     return ConstantSchedule(_positive("step size", value))
 
 
 def polynomial_decay(a, b=1.0, power=0.55) -> PolynomialDecay:
-    """``a (b + t)^(-power)``; see :class:`PolynomialDecay`."""
+    """Polynomially decaying step size ``h(t) = a (b + t)^(-power)``.
+
+    Parameters
+    ----------
+    a : float
+        Positive scale.
+    b : float, default 1.0
+        Positive offset: ``h(0) = a b^(-power)``.
+    power : float, default 0.55
+        Decay exponent in ``[0, 1]``; ``(0.5, 1]`` satisfies the Robbins–Monro conditions
+        (see :class:`PolynomialDecay`).
+
+    Returns
+    -------
+    PolynomialDecay
+
+    Examples
+    --------
+    >>> import pymc_minibatch as pmm
+    >>> schedule = pmm.schedules.polynomial_decay(0.1, b=1.0, power=0.5)
+    >>> schedule([0, 3, 99]).round(4).tolist()
+    [0.1, 0.05, 0.01]
+    """
     if not (np.isfinite(b) and b > 0):
         raise ValueError(f"b must be a positive finite number, got {b}")
     if not 0 <= power <= 1:
@@ -67,8 +128,26 @@ def polynomial_decay(a, b=1.0, power=0.55) -> PolynomialDecay:
 
 
 def cyclical(initial, cycle_length) -> CyclicalSchedule:
-    """Cosine cycles of ``cycle_length`` steps from ``initial`` down to 0; see
-    :class:`CyclicalSchedule`."""
+    """Cosine cycles of ``cycle_length`` steps from ``initial`` down to 0.
+
+    Parameters
+    ----------
+    initial : float
+        Positive step size at the start of every cycle.
+    cycle_length : int
+        Updates per cycle.
+
+    Returns
+    -------
+    CyclicalSchedule
+
+    Examples
+    --------
+    >>> import pymc_minibatch as pmm
+    >>> schedule = pmm.schedules.cyclical(0.2, cycle_length=1000)
+    >>> schedule([0, 500, 999, 1000]).round(6).tolist()
+    [0.2, 0.1, 0.0, 0.2]
+    """
     if isinstance(cycle_length, bool) or not isinstance(cycle_length, int | np.integer):
         raise TypeError(f"cycle_length must be an integer, got {cycle_length!r}")
     if cycle_length < 1:

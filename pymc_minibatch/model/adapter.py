@@ -69,11 +69,13 @@ class MinibatchModel:
     >>> y = (X.sum(1) > 0).astype("int64")
     >>> with pm.Model() as model:
     ...     beta = pm.Normal("beta", 0, 1, shape=3)
-    ...     pm.Bernoulli("y", logit_p=X @ beta, observed=y)
+    ...     obs = pm.Bernoulli("y", logit_p=X @ beta, observed=y)
     >>> mm = pmm.MinibatchModel(model)
     >>> theta = mm.initial_theta()
     >>> mm.loglik(theta, np.array([0, 5, 5])).shape
     (3,)
+
+    The examples of the methods continue this one (``np``, ``model`` and ``mm``).
     """
 
     def __init__(self, model=None, vars=None, *, check=True, mode=None, _shared=None):
@@ -116,20 +118,38 @@ class MinibatchModel:
 
     # ---- points and theta ---------------------------------------------------------------
     def theta_from_point(self, point):
-        """Flat ``theta`` (float64) of a point dict keyed by value-variable names."""
+        """Flat ``theta`` (float64) of a point dict keyed by value-variable names.
+
+        Examples
+        --------
+        >>> mm.theta_from_point({"beta": np.array([0.5, -1.0, 2.0])})
+        array([ 0.5, -1. ,  2. ])
+        """
         return DictToArrayBijection.map({n: point[n] for n in self.var_names}).data.astype(
             np.float64
         )
 
     def point_from_theta(self, theta):
-        """Point dict of every value variable, with the sampled ones taken from ``theta``."""
+        """Point dict of every value variable, with the sampled ones taken from ``theta``.
+
+        Examples
+        --------
+        >>> mm.point_from_theta(np.array([0.5, -1.0, 2.0]))["beta"]
+        array([ 0.5, -1. ,  2. ])
+        """
         theta = self._as_theta(theta)
         return DictToArrayBijection.rmap(
             RaveledVars(theta, self._point_map_info), start_point=self._initial_point
         )
 
     def theta_indices(self, names):
-        """Positions in ``theta`` of the named variables (value-variable or RV names)."""
+        """Positions in ``theta`` of the named variables (value-variable or RV names).
+
+        Examples
+        --------
+        >>> mm.theta_indices(["beta"])
+        array([0, 1, 2])
+        """
         rv_to_value = {rv.name: self.model.rvs_to_values[rv].name for rv in self.model.free_RVs}
         offsets, start = {}, 0
         for name, _, size, _ in self._point_map_info:
@@ -144,16 +164,35 @@ class MinibatchModel:
         return np.concatenate(indices)
 
     def initial_theta(self):
-        """``theta`` at the model's initial point."""
+        """``theta`` at the model's initial point.
+
+        Examples
+        --------
+        >>> mm.initial_theta()
+        array([0., 0., 0.])
+        """
         return self.theta_from_point(self._initial_point)
 
     # ---- minibatch quantities -----------------------------------------------------------
     def loglik(self, theta, idx):
-        """Log-likelihood of rows ``idx`` (repeats allowed) at ``theta``, shape ``(len(idx),)``."""
+        """Log-likelihood of rows ``idx`` (repeats allowed) at ``theta``, shape ``(len(idx),)``.
+
+        Examples
+        --------
+        >>> mm.loglik(np.zeros(3), np.array([0, 1, 1])).round(4)
+        array([-0.6931, -0.6931, -0.6931])
+        """
         return self._call("loglik", self._as_theta(theta), *self._rows.gather(idx))
 
     def loglik_pair(self, theta, theta2, idx):
-        """``(loglik(theta, idx), loglik(theta2, idx))`` from one call on the same rows."""
+        """``(loglik(theta, idx), loglik(theta2, idx))`` from one call on the same rows.
+
+        Examples
+        --------
+        >>> current, proposed = mm.loglik_pair(np.zeros(3), np.ones(3), np.arange(5))
+        >>> current.shape, proposed.shape
+        ((5,), (5,))
+        """
         rows = self._rows.gather(idx)
         return tuple(
             self._call("loglik_pair", self._as_theta(theta), self._as_theta(theta2), *rows)
@@ -164,6 +203,13 @@ class MinibatchModel:
 
         Returns the gradient of the sum over rows, shape ``(ndim,)``, or with
         ``per_row=True`` one gradient per row, shape ``(len(idx), ndim)``.
+
+        Examples
+        --------
+        >>> mm.grad_loglik(np.zeros(3), np.arange(10)).shape
+        (3,)
+        >>> mm.grad_loglik(np.zeros(3), np.arange(10), per_row=True).shape  # doctest: +SKIP
+        (10, 3)
         """
         theta = self._as_theta(theta)
         if not per_row:
@@ -177,7 +223,14 @@ class MinibatchModel:
         return np.concatenate(blocks) if blocks else np.empty((0, self.ndim))
 
     def loglik_and_grad(self, theta, idx):
-        """``(loglik(theta, idx), grad of their sum)`` from one call on the same rows."""
+        """``(loglik(theta, idx), grad of their sum)`` from one call on the same rows.
+
+        Examples
+        --------
+        >>> values, grad = mm.loglik_and_grad(np.zeros(3), np.arange(10))
+        >>> values.shape, grad.shape
+        ((10,), (3,))
+        """
         values, grad = self._call("grad_loglik", self._as_theta(theta), *self._rows.gather(idx))
         return values, grad
 
@@ -194,6 +247,15 @@ class MinibatchModel:
         """Per-row directional derivatives ``grad l_i(theta) . direction``, shape (len(idx),).
 
         One forward-mode product (Jacobian times vector) over the batch, in O(len(idx)).
+
+        Examples
+        --------
+        Against a finite difference:
+
+        >>> theta, direction, idx = np.zeros(3), np.array([1.0, 0.0, 0.0]), np.arange(4)
+        >>> step = (mm.loglik(theta + 1e-6 * direction, idx) - mm.loglik(theta, idx)) / 1e-6
+        >>> np.allclose(mm.directional_grad_loglik(theta, direction, idx), step, atol=1e-5)
+        True
         """
         theta, direction = self._as_theta(theta), self._as_theta(direction)
         return self._call("directional_grad_loglik", theta, direction, *self._rows.gather(idx))
@@ -204,6 +266,13 @@ class MinibatchModel:
         ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx))`` and its gradient:
         unbiased for the full log posterior when ``idx`` is drawn uniformly (with or
         without replacement).
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(1)
+        >>> value, grad = mm.grad_estimate(np.zeros(3), rng.choice(mm.n_data, 100))
+        >>> grad.shape
+        (3,)
         """
         idx = np.asarray(idx)
         if idx.size == 0:
@@ -217,6 +286,12 @@ class MinibatchModel:
     def grad_estimate_particles(self, thetas, idx):
         """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
         same rows ``idx`` (gathered once). Returns values ``(M,)`` and gradients ``(M, ndim)``.
+
+        Examples
+        --------
+        >>> values, grads = mm.grad_estimate_particles(np.zeros((4, 3)), np.arange(100))
+        >>> values.shape, grads.shape
+        ((4,), (4, 3))
         """
         thetas = np.asarray(thetas, dtype=np.float64)
         if thetas.ndim != 2 or thetas.shape[1] != self.ndim:
@@ -234,11 +309,24 @@ class MinibatchModel:
 
     # ---- row-free and full-data quantities ----------------------------------------------
     def logprior(self, theta):
-        """Priors with transform Jacobians, plus every term that touches no rows."""
+        """Priors with transform Jacobians, plus every term that touches no rows.
+
+        Examples
+        --------
+        >>> round(mm.logprior(np.zeros(3)), 4)  # three standard normals at 0
+        -2.7568
+        """
         return float(self._call("logprior", self._as_theta(theta)))
 
     def logprior_and_grad(self, theta):
-        """``(logprior(theta), gradient)``."""
+        """``(logprior(theta), gradient)``.
+
+        Examples
+        --------
+        >>> value, grad = mm.logprior_and_grad(np.ones(3))
+        >>> grad
+        array([-1., -1., -1.])
+        """
         value, grad = self._call("logprior_and_grad", self._as_theta(theta))
         return float(value), grad
 
@@ -248,12 +336,23 @@ class MinibatchModel:
         Samplers that temper the prior (MINT) temper the density of the constrained
         values, not the Jacobian, so that the tempered target does not depend on the
         parametrisation.
+
+        Examples
+        --------
+        >>> mm.log_jacobian_and_grad(np.zeros(3))[0]  # beta is untransformed
+        0.0
         """
         value, grad = self._call("log_jacobian_and_grad", self._as_theta(theta))
         return float(value), grad
 
     def full_loglik(self, theta):
-        """Log-likelihood summed over all N rows (in chunks)."""
+        """Log-likelihood summed over all N rows (in chunks).
+
+        Examples
+        --------
+        >>> round(mm.full_loglik(np.zeros(3)), 2)  # 1000 rows at p = 1/2
+        -693.15
+        """
         theta = self._as_theta(theta)
         return sum(
             float(np.sum(self._call("loglik", theta, *rows)))
@@ -261,11 +360,25 @@ class MinibatchModel:
         )
 
     def logp(self, theta):
-        """Full log posterior (unnormalised) over all N rows; equals ``model.compile_logp()``."""
+        """Full log posterior (unnormalised) over all N rows; equals ``model.compile_logp()``.
+
+        Examples
+        --------
+        >>> theta = np.array([0.1, 0.2, 0.3])
+        >>> bool(np.isclose(mm.logp(theta), model.compile_logp()(mm.point_from_theta(theta))))
+        True
+        """
         return self.logprior(theta) + self.full_loglik(theta)
 
     def logp_and_grad(self, theta):
-        """Full log posterior over all N rows and its gradient."""
+        """Full log posterior over all N rows and its gradient.
+
+        Examples
+        --------
+        >>> value, grad = mm.logp_and_grad(np.zeros(3))
+        >>> grad.shape
+        (3,)
+        """
         theta = self._as_theta(theta)
         total, grad = self.logprior_and_grad(theta)
         grad = grad.copy()
@@ -280,6 +393,12 @@ class MinibatchModel:
 
         Starts from ``theta`` (default: the initial point); each iteration is one pass over
         the data.
+
+        Examples
+        --------
+        >>> theta_map = mm.find_map()
+        >>> bool(np.all(mm.point_from_theta(theta_map)["beta"] > 0))
+        True
         """
         start = self.initial_theta() if theta is None else self._as_theta(theta)
 
@@ -302,6 +421,10 @@ class MinibatchModel:
         ------
         NonFactorizableError
             Naming the observed variable whose per-row values differ or fail to evaluate.
+
+        Examples
+        --------
+        >>> mm.check()  # passes silently for a model that factorises
         """
         rng = np.random.default_rng(random_seed)
         n_ref = min(self.n_data, n_reference_rows)
@@ -404,6 +527,14 @@ class MinibatchModel:
         variables of the row graph (whose parameters refer to free random variables and to
         the symbolic row inputs). Returns ``evaluate(theta, idx=None)``, giving one array of
         shape ``(len(idx),)`` per output; ``idx=None`` means all N rows.
+
+        Examples
+        --------
+        A scalar expression of the free variables is broadcast over the rows:
+
+        >>> evaluate = mm.compile_rows_function([model["beta"].sum()])
+        >>> evaluate(np.ones(3), idx=np.arange(2))
+        [array([3., 3.])]
         """
         n_rows = self._row_inputs[0].shape[0]
         per_row = [pt.broadcast_to(out, (n_rows,)) for out in outputs]

@@ -55,11 +55,11 @@ class FlyMC(MetropolisStep):
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(2000, 2)); y = (rng.random(2000) < 0.5).astype("int64")
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     beta = pm.Normal("beta", 0, 1, shape=2)
-    ...     pm.Bernoulli("y", logit_p=X @ beta, observed=y)
-    ...     idata = pm.sample(step=pmm.FlyMC(), draws=200, tune=200, chains=1,
-    ...                       progressbar=False, random_seed=0)
+    ...     obs = pm.Bernoulli("y", logit_p=X @ beta, observed=y)
+    ...     step = pmm.FlyMC()
+    >>> idata = pm.sample(step=step, draws=2000, chains=2, model=model)  # doctest: +SKIP
     """
 
     name = "flymc"

@@ -31,11 +31,13 @@ class FullMH(MetropolisStep):
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(1).normal(1.0, 1.0, size=500)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=y)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
     ...     idata = pm.sample(step=pmm.FullMH(), draws=200, tune=200, chains=1,
     ...                       progressbar=False, random_seed=1)
+    >>> int(idata["sample_stats"]["batch_size"].max())
+    500
     """
 
     name = "full_mh"

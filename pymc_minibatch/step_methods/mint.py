@@ -90,14 +90,16 @@ class MINT(MetropolisStep):
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=10_000)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=y)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
     ...     step = pmm.MINT(batch_size=500)
-    ...     idata = pm.sample(step=step, draws=500, tune=500, chains=1,
+    ...     idata = pm.sample(step=step, draws=300, tune=300, chains=1,
     ...                       progressbar=False, random_seed=0)
-    >>> idata = step.annotate(idata)
     >>> round(step.temperature)
+    461
+    >>> idata = step.annotate(idata)
+    >>> round(idata["posterior"].attrs["temperature"])
     461
     """
 
@@ -305,7 +307,7 @@ class CMINT(MINT):
     >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=2_000)
     >>> with pm.Model():
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=y)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
     ...     step = pmm.CMINT(batch_size=200, n_rounds=3, round_epochs=4, decay_every=1)
     ...     idata = pm.sample(step=step, draws=step.schedule_draws, tune=200, chains=1,
     ...                       progressbar=False, random_seed=0)

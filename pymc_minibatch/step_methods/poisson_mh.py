@@ -56,13 +56,17 @@ class PoissonMH(MetropolisStep):
 
     Examples
     --------
+    Global bounds exist when the coefficients have a bounded prior support:
+
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).laplace(0.7, 1.0, size=2000)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Uniform("mu", 0.5, 0.9, default_transform=None)
-    ...     pm.Laplace("y", mu, 1.0, observed=y)
-    ...     idata = pm.sample(step=pmm.PoissonMH(lam=100.0), draws=200, tune=200, chains=1,
-    ...                       progressbar=False, random_seed=0)
+    ...     obs = pm.Laplace("y", mu, 1.0, observed=y)
+    ...     step = pmm.PoissonMH(lam=100.0)
+    >>> round(step.bounds.total, 3)  # L = sum_i (upper_i - lower_i)
+    800.0
+    >>> idata = pm.sample(step=step, draws=2000, chains=2, model=model)  # doctest: +SKIP
     """
 
     name = "poisson_mh"

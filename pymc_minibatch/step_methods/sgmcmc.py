@@ -350,11 +350,18 @@ class SGLD(SGMCMC):
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=y)
-    ...     idata = pm.sample(step=pmm.SGLD(batch_size=100), draws=500, tune=500,
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
+    ...     idata = pm.sample(step=pmm.SGLD(batch_size=100), draws=200, tune=400,
     ...                       chains=1, progressbar=False, random_seed=0)
+    >>> idata["sample_stats"]["step_size"].values.shape
+    (1, 200)
+
+    A decaying step size instead of the default rule (then no preconditioning):
+
+    >>> step = pmm.SGLD(batch_size=100, step_size=pmm.schedules.polynomial_decay(1e-4),
+    ...                 model=model)
     """
 
     name = "sgld"
@@ -385,11 +392,12 @@ class SGHMC(SGMCMC):
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=y)
-    ...     idata = pm.sample(step=pmm.SGHMC(batch_size=100), draws=500, tune=500,
-    ...                       chains=1, progressbar=False, random_seed=0)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
+    ...     step = pmm.SGHMC(batch_size=100, friction=1.0)
+    >>> idata = pm.sample(step=step, draws=5000, tune=1000, chains=2,
+    ...                   model=model)  # doctest: +SKIP
     """
 
     name = "sghmc"
@@ -427,11 +435,12 @@ class SGNHT(SGMCMC):
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=y)
-    ...     idata = pm.sample(step=pmm.SGNHT(batch_size=100), draws=500, tune=500,
-    ...                       chains=1, progressbar=False, random_seed=0)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
+    ...     step = pmm.SGNHT(batch_size=100)
+    >>> idata = pm.sample(step=step, draws=5000, tune=1000, chains=2,
+    ...                   model=model)  # doctest: +SKIP
     """
 
     name = "sgnht"
@@ -495,11 +504,12 @@ class SGMGT(SGMCMC):
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=y)
-    ...     idata = pm.sample(step=pmm.SGMGT(batch_size=100, a=2), draws=500, tune=500,
-    ...                       chains=1, progressbar=False, random_seed=0)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
+    ...     step = pmm.SGMGT(batch_size=100, a=2)
+    >>> idata = pm.sample(step=step, draws=5000, tune=1000, chains=2,
+    ...                   model=model)  # doctest: +SKIP
     """
 
     name = "sgmgt"
@@ -557,11 +567,12 @@ class SGMGTD(SGMGT):
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).normal(1.0, 1.0, size=5_000)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=y)
-    ...     idata = pm.sample(step=pmm.SGMGTD(batch_size=100, a=2), draws=500, tune=500,
-    ...                       chains=1, progressbar=False, random_seed=0)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
+    ...     step = pmm.SGMGTD(batch_size=100, a=1)
+    >>> idata = pm.sample(step=step, draws=5000, tune=1000, chains=2,
+    ...                   model=model)  # doctest: +SKIP
     """
 
     name = "sgmgtd"

@@ -29,11 +29,15 @@ class TFMH(BoundedMinibatchStep):
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).laplace(1.0, 1.0, size=2000)
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Laplace("y", mu, 1.0, observed=y)
-    ...     idata = pm.sample(step=pmm.TFMH(), draws=200, tune=200, chains=1,
-    ...                       progressbar=False, random_seed=0)
+    ...     obs = pm.Laplace("y", mu, 1.0, observed=y)
+    ...     step = pmm.TFMH()
+    >>> idata = pm.sample(step=step, draws=2000, chains=2, model=model)  # doctest: +SKIP
+
+    SMH-1, i.e. TFMH on control-variate residuals around the MAP:
+
+    >>> step = pmm.TFMH(control_variates=True, model=model)  # doctest: +SKIP
     """
 
     name = "tfmh"

@@ -73,14 +73,26 @@ class TunaMH(BoundedMinibatchStep):
 
     Examples
     --------
+    Logistic regression; the bounds are derived from the model:
+
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(5000, 2)); y = (rng.random(5000) < 0.5).astype("int64")
-    >>> with pm.Model():
+    >>> with pm.Model() as model:
     ...     beta = pm.Normal("beta", 0, 1, shape=2)
-    ...     pm.Bernoulli("y", logit_p=X @ beta, observed=y)
+    ...     obs = pm.Bernoulli("y", logit_p=X @ beta, observed=y)
     ...     idata = pm.sample(step=pmm.TunaMH(), draws=200, tune=200, chains=1,
     ...                       progressbar=False, random_seed=0)
+    >>> rows_per_step = float(idata["sample_stats"]["batch_size"].mean())
+    >>> rows_per_step < 5000
+    True
+
+    With your own bounds (here the plain Lipschitz bounds ``c_i = ||x_i||``, as the
+    log-sigmoid is 1-Lipschitz in the linear predictor; no control variates):
+
+    >>> bounds = pmm.bounds.Bounds(np.linalg.norm(X, axis=1), metric_vars=["beta"])
+    >>> step = pmm.TunaMH(bounds=bounds, model=model)
+    >>> idata = pm.sample(step=step, draws=2000, chains=2, model=model)  # doctest: +SKIP
     """
 
     name = "tuna_mh"

@@ -1,0 +1,86 @@
+"""Sphinx configuration of the pymc-minibatch documentation.
+
+Build with ``sphinx-build -W --keep-going -b html docs docs/_build/html`` from the repository
+root. The tutorials are the jupytext percent scripts ``examples/*.py``; they are copied into
+``docs/tutorials/`` (generated, not committed) and executed by myst-nb at every build.
+"""
+
+import filecmp
+import shutil
+from pathlib import Path
+
+import pymc_minibatch
+
+DOCS = Path(__file__).resolve().parent
+EXAMPLES = DOCS.parent / "examples"
+TUTORIALS = DOCS / "tutorials"
+
+
+def _copy_tutorials():
+    """Mirror ``examples/*.py`` (names not starting with ``_``) into ``docs/tutorials/``.
+
+    Files are rewritten only when their content changed, so that Sphinx sees unchanged
+    tutorials as unchanged; tutorials deleted from ``examples/`` are removed.
+    """
+    TUTORIALS.mkdir(exist_ok=True)
+    sources = (
+        {p.name: p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
+        if EXAMPLES.is_dir()
+        else {}
+    )
+    for stale in TUTORIALS.glob("*.py"):
+        if stale.name not in sources:
+            stale.unlink()
+    for name, source in sources.items():
+        target = TUTORIALS / name
+        if not target.exists() or not filecmp.cmp(source, target, shallow=False):
+            shutil.copy2(source, target)
+
+
+_copy_tutorials()
+
+project = "pymc-minibatch"
+author = "pymc-minibatch developers"
+copyright = "2026, pymc-minibatch developers"
+release = pymc_minibatch.__version__
+version = release
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+]
+
+exclude_patterns = ["_build", "conf.py", "**/.ipynb_checkpoints", "jupyter_execute"]
+templates_path = ["_templates"]
+
+# ---- MyST and myst-nb -----------------------------------------------------------------------
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+nb_custom_formats = {".py": ["jupytext.reads", {"fmt": "py:percent"}]}
+nb_execution_mode = "force"  # the tutorials are tests of the package: always run them
+nb_execution_raise_on_error = True
+nb_execution_timeout = 1800  # seconds per cell
+nb_execution_show_tb = True
+nb_merge_streams = True
+
+# ---- API reference --------------------------------------------------------------------------
+autosummary_generate = True
+autosummary_imported_members = False
+autodoc_member_order = "bysource"
+autodoc_typehints = "none"  # types are in the NumPy-style docstrings
+autodoc_default_options = {
+    "members": True,
+    # PyMC's step-method plumbing, called by pm.sample and not by users
+    "exclude-members": "astep, stats_dtypes_shapes, reset_tuning, stop_tuning, competence, "
+    "after_step, decide, info_stats, metropolis_stats, adapt_step_size, default_step_size",
+}
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_rtype = False
+
+# ---- HTML -----------------------------------------------------------------------------------
+html_theme = "furo"
+html_title = f"pymc-minibatch {release}"

@@ -1,0 +1,110 @@
+"""Every public name has a NumPy-style docstring with an Examples section, and the examples run.
+
+Public names: ``pymc_minibatch.__all__``, the public classes and functions of the public
+modules in it (``bounds``, ``schedules``: their ``__all__`` where they have one, otherwise
+what they define), and the public methods of ``MinibatchModel``. The doctests of every module
+that defines one of them are run; examples that sample for long are marked
+``# doctest: +SKIP`` in the docstrings.
+
+A method's examples continue the example of its class: they run with the names that the class
+example defined (so ``MinibatchModel``'s methods use its ``mm``).
+"""
+
+import doctest
+import importlib
+import inspect
+import re
+import types
+import warnings
+
+import pytest
+
+import pymc_minibatch
+
+EXAMPLES_SECTION = re.compile(r"^\s*Examples\n\s*-{8,}\s*$", re.MULTILINE)
+OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+#: Classes whose public methods users call directly: their methods need examples too.
+CLASSES_WITH_PUBLIC_METHODS = ("MinibatchModel",)
+
+
+def _module_public_names(module):
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return list(names)
+    return [
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(obj) or inspect.isfunction(obj))
+        and obj.__module__ == module.__name__
+    ]
+
+
+def public_objects():
+    """``{qualified name: object}`` of every public name (see the module docstring)."""
+    objects = {}
+    for name in pymc_minibatch.__all__:
+        obj = getattr(pymc_minibatch, name)
+        objects[f"pymc_minibatch.{name}"] = obj
+        if isinstance(obj, types.ModuleType):
+            for member in _module_public_names(obj):
+                objects[f"pymc_minibatch.{name}.{member}"] = getattr(obj, member)
+    for class_name in CLASSES_WITH_PUBLIC_METHODS:
+        cls = getattr(pymc_minibatch, class_name)
+        for member, obj in vars(cls).items():
+            if not member.startswith("_") and inspect.isfunction(obj):
+                objects[f"pymc_minibatch.{class_name}.{member}"] = obj
+    return objects
+
+
+def modules_with_public_names():
+    modules = set()
+    for obj in public_objects().values():
+        module = obj if isinstance(obj, types.ModuleType) else inspect.getmodule(obj)
+        modules.add(module.__name__)
+    return sorted(modules)
+
+
+@pytest.mark.parametrize("name", sorted(public_objects()))
+def test_public_name_has_examples(name):
+    docstring = inspect.getdoc(public_objects()[name])
+    assert docstring, f"{name} has no docstring"
+    assert EXAMPLES_SECTION.search(docstring), f"{name}'s docstring has no Examples section"
+
+
+def test_public_names_are_enumerated():
+    # guards the enumeration itself: the samplers, the adapter's methods, both modules
+    names = public_objects()
+    for expected in (
+        "pymc_minibatch.TunaMH",
+        "pymc_minibatch.sample_particles",
+        "pymc_minibatch.MinibatchModel.loglik",
+        "pymc_minibatch.bounds.Bounds",
+        "pymc_minibatch.schedules.cyclical",
+    ):
+        assert expected in names
+
+
+def _run_module_doctests(module_name):
+    """Run a module's doctests; a method's test starts from its class test's names."""
+    module = importlib.import_module(module_name)
+    tests = sorted(doctest.DocTestFinder(exclude_empty=True).find(module), key=lambda t: t.name)
+    runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
+    report = []
+    finished = {}  # test name -> globals it left
+    for test in tests:  # sorted by name: a class's test precedes its methods' tests
+        parent = test.name.rpartition(".")[0]
+        if parent in finished:
+            test.globs = {**test.globs, **finished[parent]}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runner.run(test, out=report.append, clear_globs=False)
+        finished[test.name] = test.globs
+    return runner.summarize(verbose=False), "".join(report)
+
+
+@pytest.mark.parametrize("module_name", modules_with_public_names())
+def test_doctests(module_name):
+    (failed, attempted), report = _run_module_doctests(module_name)
+    assert failed == 0, f"{failed} of {attempted} examples failed in {module_name}:\n{report}"
