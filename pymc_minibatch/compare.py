@@ -3,6 +3,7 @@
 import inspect
 import math
 import time
+import warnings
 
 import arviz as az
 import numpy as np
@@ -113,11 +114,18 @@ def compare(
     results : dict of {str : InferenceData or DataTree}
         Only with ``return_results=True``: the reference first, then the samplers.
 
+    Warns
+    -----
+    UserWarning
+        If the reference's chains disagree (``r_hat > 1.05``), e.g. NUTS stuck in different
+        modes of a multimodal posterior: errors measured against it are then unreliable.
+
     Raises
     ------
     ValueError
-        If a label is repeated (the reference's label is ``"NUTS"`` for ``"nuts"``,
-        otherwise ``"reference"``), or if a result lacks a compared variable.
+        If a sampler's label is the reference's (``"NUTS"`` for ``"nuts"``, otherwise
+        ``"reference"``), a value is a string other than ``"nuts"``, or a result lacks a
+        compared variable.
     TypeError
         If a value is none of the kinds above, or a callable returns something else.
 
@@ -157,6 +165,7 @@ def compare(
     n_rows = _n_rows(model)
     reference_run = runs[reference_label]
     reference_columns = _parameter_columns(reference_run.result, names, reference_label)
+    _warn_if_unconverged(reference_columns, reference_label)
     rows = {}
     for label, run in runs.items():
         columns = _parameter_columns(run.result, names, label)
@@ -190,7 +199,9 @@ def plot_compare(results, *, var_names=None):
     dict
         ``"density"`` and ``"forest"``: what ArviZ's plotting functions returned (matplotlib
         axes with ArviZ 0.x; ``PlotCollection`` objects with ArviZ 1.x), one colour per
-        label.
+        label. A result whose draws have no spread in some parameter (e.g. particles
+        collapsed onto a point) has no density: it is left out of the density plot, with a
+        warning, and shown in the forest plot (``"density"`` is None if no result is left).
 
     Examples
     --------
@@ -201,10 +212,31 @@ def plot_compare(results, *, var_names=None):
     """
     if not results:
         raise ValueError("results is empty: pass a dict of {label: InferenceData or DataTree}")
+    collapsed = [label for label, result in results.items() if _has_no_spread(result, var_names)]
+    if collapsed:
+        # a kernel density estimate needs spread; ArviZ fails on a point mass
+        warnings.warn(
+            f"the draws of {collapsed} have no spread in some parameter (a point mass): they "
+            "are left out of the density plot and shown in the forest plot only",
+            UserWarning,
+            stacklevel=2,
+        )
+    spread = {label: result for label, result in results.items() if label not in collapsed}
     return {
-        "density": plot_density_comparison(results, var_names=var_names),
+        "density": plot_density_comparison(spread, var_names=var_names) if spread else None,
         "forest": plot_forest_comparison(results, var_names=var_names),
     }
+
+
+def _has_no_spread(result, var_names):
+    draws = posterior(result)
+    for name in var_names or list(draws.data_vars):
+        values = np.asarray(draws[name].transpose("chain", "draw", ...).values, dtype=float)
+        flat = values.reshape(values.shape[0] * values.shape[1], -1)
+        width = flat.max(axis=0) - flat.min(axis=0)
+        if np.any(width <= 1e-9 * np.maximum(1.0, np.abs(flat).max(axis=0))):
+            return True
+    return False
 
 
 class _Run:
@@ -306,9 +338,8 @@ def _parameter_columns(result, names, label):
 
 
 def _efficiency(run, columns, n_rows):
-    draws = xr.Dataset({name: (("chain", "draw"), values) for name, values in columns.items()})
     ess_bulk, ess_tail = (
-        min(float(ess) for ess in az.ess(draws, method=method).data_vars.values())
+        min(float(ess) for ess in az.ess(_as_dataset(columns), method=method).data_vars.values())
         for method in ("bulk", "tail")
     )
     n_draws = next(iter(columns.values())).size
@@ -320,6 +351,26 @@ def _efficiency(run, columns, n_rows):
         "ess_bulk_per_s": ess_bulk / run.seconds,
         "rows_per_draw": _rows_per_draw(run, n_rows),
     }
+
+
+def _warn_if_unconverged(columns, label):
+    """Warn when the reference's chains disagree: errors measured against it mean little."""
+    values = next(iter(columns.values()))
+    if values.shape[0] < 2:
+        return
+    rhat = max(float(value) for value in az.rhat(_as_dataset(columns)).data_vars.values())
+    if rhat > 1.05:
+        warnings.warn(
+            f"the reference {label!r} has r_hat {rhat:.2f}: its chains disagree (several "
+            "modes, or too few draws), so the errors measured against it are unreliable; "
+            "run it longer or pass a converged reference=",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _as_dataset(columns):
+    return xr.Dataset({name: (("chain", "draw"), values) for name, values in columns.items()})
 
 
 def _accuracy(columns, reference_columns):

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 import pytest
+import xarray as xr
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import IS_PYMC6, posterior
@@ -150,8 +151,45 @@ def test_plot_compare_draws_densities_and_forest(comparison):
     else:
         density_axes = np.ravel(plots["density"])
         assert len(density_axes) == 2  # beta[0], beta[1]
-        assert len(density_axes[0].get_lines()) >= 3  # one curve per result
+        assert len(line_colours(density_axes[0])) == 3  # one colour per result
     matplotlib.pyplot.close("all")
+
+
+def line_colours(axes):
+    return {matplotlib.colors.to_hex(line.get_color()) for line in axes.get_lines()}
+
+
+def as_result(posterior_dataset):
+    if IS_PYMC6:
+        return xr.DataTree.from_dict({"posterior": posterior_dataset})
+    import arviz as az
+
+    return az.InferenceData(posterior=posterior_dataset)
+
+
+def test_plot_compare_leaves_a_point_mass_out_of_the_densities(comparison):
+    _, _, results = comparison
+    nuts = posterior(results["NUTS"])
+    centre = nuts["beta"].mean(("chain", "draw"))
+    point_mass = as_result(nuts.assign(beta=nuts["beta"] * 0 + centre))
+    with pytest.warns(UserWarning, match=r"the draws of \['collapsed'\] have no spread"):
+        plots = pmm.plot_compare({"NUTS": results["NUTS"], "collapsed": point_mass})
+    if IS_PYMC6:
+        assert list(plots["density"].viz["dist"]["beta"]["model"].values) == ["NUTS"]
+    else:
+        assert len(line_colours(np.ravel(plots["density"])[0])) == 1  # NUTS only
+    assert plots["forest"] is not None
+    matplotlib.pyplot.close("all")
+
+
+def test_unconverged_reference_is_warned_about(comparison):
+    model, _, results = comparison
+    nuts = posterior(results["NUTS"])
+    # chain 1 moved 5 sds away: the two chains of the reference disagree
+    shift = xr.DataArray([0.0, 5.0], dims="chain") * nuts["beta"].std(("chain", "draw"))
+    split = as_result(nuts.assign(beta=nuts["beta"] + shift))
+    with pytest.warns(UserWarning, match=r"reference 'reference' has r_hat \d+\.\d\d"):
+        pmm.compare({"NUTS run": results["NUTS"]}, model=model, reference=split)
 
 
 @pytest.mark.parametrize(
