@@ -199,9 +199,10 @@ def plot_compare(results, *, var_names=None):
     dict
         ``"density"`` and ``"forest"``: what ArviZ's plotting functions returned (matplotlib
         axes with ArviZ 0.x; ``PlotCollection`` objects with ArviZ 1.x), one colour per
-        label. A result whose draws have no spread in some parameter (e.g. particles
-        collapsed onto a point) has no density: it is left out of the density plot, with a
-        warning, and shown in the forest plot (``"density"`` is None if no result is left).
+        label. A result with (almost) no spread in some parameter, e.g. particles collapsed
+        onto a point (sd below 1/1000 of the largest sd of that parameter among the
+        results), is left out of the density plot, with a warning, and shown in the forest
+        plot; ``"density"`` is None if no result is left.
 
     Examples
     --------
@@ -212,11 +213,12 @@ def plot_compare(results, *, var_names=None):
     """
     if not results:
         raise ValueError("results is empty: pass a dict of {label: InferenceData or DataTree}")
-    collapsed = [label for label, result in results.items() if _has_no_spread(result, var_names)]
+    collapsed = _point_masses(results, var_names)
     if collapsed:
-        # a kernel density estimate needs spread; ArviZ fails on a point mass
+        # a kernel density estimate needs spread: ArviZ fails on a point mass, and a near
+        # point mass becomes a spike that flattens every other curve of its panel
         warnings.warn(
-            f"the draws of {collapsed} have no spread in some parameter (a point mass): they "
+            f"the draws of {collapsed} have (almost) no spread in some parameter: they "
             "are left out of the density plot and shown in the forest plot only",
             UserWarning,
             stacklevel=2,
@@ -228,15 +230,17 @@ def plot_compare(results, *, var_names=None):
     }
 
 
-def _has_no_spread(result, var_names):
-    draws = posterior(result)
-    for name in var_names or list(draws.data_vars):
-        values = np.asarray(draws[name].transpose("chain", "draw", ...).values, dtype=float)
-        flat = values.reshape(values.shape[0] * values.shape[1], -1)
-        width = flat.max(axis=0) - flat.min(axis=0)
-        if np.any(width <= 1e-9 * np.maximum(1.0, np.abs(flat).max(axis=0))):
-            return True
-    return False
+def _point_masses(results, var_names):
+    """Labels of results with a parameter whose sd is below 1/1000 of the largest sd of any."""
+    sds = {}
+    for label, result in results.items():
+        draws = posterior(result)
+        names = var_names or list(draws.data_vars)
+        sds[label] = np.concatenate(
+            [np.atleast_1d(draws[name].std(("chain", "draw")).values).ravel() for name in names]
+        )
+    largest = np.max(list(sds.values()), axis=0)
+    return [label for label, sd in sds.items() if np.any(sd <= 1e-3 * largest)]
 
 
 class _Run:

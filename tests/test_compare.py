@@ -167,12 +167,13 @@ def as_result(posterior_dataset):
     return az.InferenceData(posterior=posterior_dataset)
 
 
-def test_plot_compare_leaves_a_point_mass_out_of_the_densities(comparison):
+@pytest.mark.parametrize("spread", [0.0, 1e-5])
+def test_plot_compare_leaves_a_point_mass_out_of_the_densities(comparison, spread):
     _, _, results = comparison
     nuts = posterior(results["NUTS"])
     centre = nuts["beta"].mean(("chain", "draw"))
-    point_mass = as_result(nuts.assign(beta=nuts["beta"] * 0 + centre))
-    with pytest.warns(UserWarning, match=r"the draws of \['collapsed'\] have no spread"):
+    point_mass = as_result(nuts.assign(beta=centre + spread * (nuts["beta"] - centre)))
+    with pytest.warns(UserWarning, match=r"\['collapsed'\] have \(almost\) no spread"):
         plots = pmm.plot_compare({"NUTS": results["NUTS"], "collapsed": point_mass})
     if IS_PYMC6:
         assert list(plots["density"].viz["dist"]["beta"]["model"].values) == ["NUTS"]
