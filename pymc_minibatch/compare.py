@@ -36,6 +36,8 @@ COLUMNS = (
 )
 """Columns of the table :func:`compare` returns, in order."""
 
+_ERROR_COLUMNS = ("max_std_mean_error", "max_rel_sd_error", "mean_std_wasserstein")
+
 _CALL_ARGUMENTS = ("model", "draws", "tune", "chains", "random_seed")
 
 
@@ -163,17 +165,15 @@ def compare(
 
     names = var_names or [rv.name for rv in model.free_RVs]
     n_rows = _n_rows(model)
-    reference_run = runs[reference_label]
-    reference_columns = _parameter_columns(reference_run.result, names, reference_label)
-    _warn_if_unconverged(reference_columns, reference_label)
+    columns = {label: _parameter_columns(run.result, names, label) for label, run in runs.items()}
+    _warn_if_unconverged(columns[reference_label], reference_label)
     rows = {}
     for label, run in runs.items():
-        columns = _parameter_columns(run.result, names, label)
-        row = _efficiency(run, columns, n_rows)
+        row = _efficiency(run, columns[label], n_rows)
         if label == reference_label:
-            row.update(dict.fromkeys(COLUMNS[6:9], math.nan))
+            row.update(dict.fromkeys(_ERROR_COLUMNS, math.nan))
         else:
-            row.update(_accuracy(columns, reference_columns))
+            row.update(_accuracy(columns[label], columns[reference_label]))
         rows[label] = row
     for row in rows.values():
         row["ess_per_s_ratio"] = row["ess_bulk_per_s"] / rows[reference_label]["ess_bulk_per_s"]
@@ -342,8 +342,9 @@ def _parameter_columns(result, names, label):
 
 
 def _efficiency(run, columns, n_rows):
+    draws = _as_dataset(columns)
     ess_bulk, ess_tail = (
-        min(float(ess) for ess in az.ess(_as_dataset(columns), method=method).data_vars.values())
+        min(float(ess) for ess in az.ess(draws, method=method).data_vars.values())
         for method in ("bulk", "tail")
     )
     n_draws = next(iter(columns.values())).size
