@@ -92,8 +92,9 @@ with pm.Model(coords={"feature": [f"x{k}" for k in range(n_features)]}) as model
 # ## One sampler in detail: SGMGT-D
 #
 # `thin=THIN` makes every kept draw the result of `THIN` updates (each on a fresh batch of
-# `BATCH_SIZE` rows, in epochs without replacement). During `tune` the sampler estimates a
-# preconditioner and runs its warm-up toward the mode; those draws are discarded as usual.
+# `BATCH_SIZE` rows, in epochs without replacement). At construction the sampler fits the
+# Laplace approximation on the full data; it whitens the posterior with it and starts each
+# chain from a draw of it. The `tune` draws are discarded as usual.
 
 # %%
 with model:
@@ -108,8 +109,8 @@ with model:
     )
 
 # %% [markdown]
-# The traces should look stationary from the first kept draw (the warm-up happened during
-# tuning) and the two chains should overlap.
+# The traces should look stationary from the first kept draw (the chains started in the
+# posterior's bulk) and the two chains should overlap.
 
 # %%
 plot_trace(idata_sg)

@@ -10,6 +10,7 @@ from pymc_minibatch.ensemble import cmint_average, cmint_ensemble
 from pymc_minibatch.exceptions import (
     BoundsUnavailableError,
     BoundViolationError,
+    DataValidationError,
     NonFactorizableError,
     SamplerDivergenceError,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "MINT",
     "BoundViolationError",
     "BoundsUnavailableError",
+    "DataValidationError",
     "FlyMC",
     "FullMH",
     "MinibatchModel",

@@ -21,6 +21,33 @@ class NonFactorizableError(ValueError):
     """
 
 
+class DataValidationError(ValueError):
+    """The model's data cannot be subsampled as it is: missing, non-finite or impossible values.
+
+    Raised when a ``MinibatchModel`` (and so any sampler of this package) is built with
+    ``check=True``, for observed data with missing values that PyMC would impute, NaN or
+    infinite values in a covariate or an observation, or an observation outside the support
+    of its distribution (its log-likelihood is ``-inf`` at every parameter value tried). The
+    message names the variable, the first bad row and its value, and says what to do.
+
+    Examples
+    --------
+    A NaN in a covariate of a logistic regression:
+
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> X = np.random.default_rng(0).normal(size=(200, 2))
+    >>> y = (X[:, 0] > 0).astype("int64")
+    >>> X[7, 1] = np.nan
+    >>> with pm.Model() as model:
+    ...     beta = pm.Normal("beta", 0, 1, shape=2)
+    ...     obs = pm.Bernoulli("y", logit_p=X @ beta, observed=y)
+    >>> pmm.MinibatchModel(model)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pymc_minibatch.exceptions.DataValidationError: 1 row(s) ... hold non-finite values; ...row 7...
+    """
+
+
 class BoundViolationError(RuntimeError):
     """A TunaMH bound ``|U_i(theta') - U_i(theta)| <= c_i M(theta, theta')`` failed at a row.
 

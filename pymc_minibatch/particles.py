@@ -7,6 +7,7 @@ particles together, so they run outside ``pm.sample``; the result is nevertheles
 """
 
 import time
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -20,7 +21,6 @@ from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
 from pymc_minibatch.kernels.preconditioning import DensePreconditioner, identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.model.adapter import MinibatchModel
-from pymc_minibatch.model.curvature import preconditioner_at
 from pymc_minibatch.results import draws_to_result
 
 METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
@@ -34,6 +34,16 @@ scale 8 a bimodal mixture's modes come out 30% too wide, at 4 within 5%. The blo
 pi-SGLD's) variances get worse with a wider kernel (0.74 at 1, 0.58 at 2).
 """
 
+DOCUMENTED_SD_RATIO = {
+    "svgd": (0.75, 1.25),
+    "wsgld": (0.0, 0.75),
+    "wsgld_blob": (0.6, 1.0),
+    "pisgld": (0.6, 1.0),
+}
+"""Range of the marginal sd / posterior sd each method gives at its defaults (measured on the
+model zoo of ``benchmarks/zoo.py``): w-SGLD gathers the particles near the mode, w-SGLD-B and
+pi-SGLD come out narrow."""
+
 DEFAULT_STEP_SIZE = 0.05
 """Initial step size in preconditioned units (posterior sd and curvature about 1)."""
 
@@ -44,13 +54,22 @@ noise moves the particles' mean by about ``sqrt(step_size * r / 2)`` posterior s
 DEFAULT_BATCH_SIZE = 1000
 """Rows per step by default (all rows when there are fewer)."""
 
-WARMUP_ROWS = 1000
-"""Rows on which the initial particles are ranked to start the search for the mode."""
-
 RUNAWAY_DISTANCE = 1e4
 """Preconditioned units from the start beyond which a particle has diverged."""
 
 ADAGRAD_DECAY, ADAGRAD_FUDGE = 0.9, 1e-6
+
+SETTLED_DRIFT = 1.0
+"""Largest mean velocity of the particles (sds per unit of step) at the end of a settled run:
+at a stationary point of the particle flow it is zero up to minibatch noise."""
+
+SETTLED_RATE = 0.5
+"""Largest relative rate of change of the particles' spread (per unit of step) at the end of
+a settled run."""
+
+
+class ParticlesNotSettledWarning(UserWarning):
+    """The particles were still moving when ``sample_particles`` stopped."""
 
 
 def sample_particles(
@@ -66,6 +85,7 @@ def sample_particles(
     adagrad=False,
     precondition=True,
     init="laplace",
+    control_variates="auto",
     random_seed=None,
     model=None,
     progressbar=True,
@@ -74,8 +94,9 @@ def sample_particles(
 
     Every step draws one batch of rows (shared by all particles; epochs without
     replacement), estimates ``g_i = grad log p(theta_i)`` at each particle with the
-    rows' log-likelihood scaled by ``N / batch_size``, and moves every particle by
-    ``step_size * v_i`` (Chen et al. 2018; see :mod:`pymc_minibatch.kernels.particles`):
+    rows' log-likelihood scaled by ``N / batch_size`` (with control variates by default,
+    see ``control_variates``), and moves every particle by ``step_size * v_i`` (Chen et al.
+    2018; see :mod:`pymc_minibatch.kernels.particles`):
 
     - ``"svgd"``: Stein variational gradient descent (Liu & Wang 2016), a kernel-smoothed
       gradient plus kernel repulsion.
@@ -100,10 +121,13 @@ def sample_particles(
         Rows per step; default ``min(N, 1000)``.
     step_size : float or schedule, optional
         A positive float or a schedule from :mod:`pymc_minibatch.schedules`, in
-        preconditioned units when ``precondition=True``. Default: 0.05 for the first half
-        of the steps, then a geometric decay to ``min(0.05, 0.005 / r)`` with
-        ``r = N / batch_size - 1`` (no decay with all rows), so that the minibatch noise
-        moves the final particles' mean by about 0.05 posterior sd.
+        preconditioned units when ``precondition=True``. Default: 0.05, constant with
+        control variates or all rows; without control variates 0.05 for the first half of
+        the steps, then a geometric decay to ``min(0.05, 0.005 / r)`` with
+        ``r = N / batch_size - 1``, so that the minibatch noise moves the final particles'
+        mean by about 0.05 posterior sd if the steps suffice (the decay outruns the
+        particles' relaxation once the step falls below the decay rate per step, which
+        leaves the mean about ``sqrt(rate * r / 2)`` sds off: prefer control variates).
     bandwidth_scale : float, optional
         The RBF bandwidth is ``bandwidth_scale * med^2 / log(M + 1)`` with ``med^2`` the
         median squared distance between particles, recomputed every step. Default 4 for
@@ -121,8 +145,18 @@ def sample_particles(
         posterior at the mode (dense Cholesky factor up to 100 parameters, diagonal beyond;
         see :mod:`pymc_minibatch.kernels.preconditioning`). The isotropic kernel then
         suits correlated posteriors and one step size suits every model. The mode is found
-        by L-BFGS on the full data (a few passes), started at the initial particle of
-        highest minibatch log posterior.
+        by L-BFGS on the full data from the model's initial point and the curvature by
+        finite differences of full-data gradients there (see
+        :meth:`MinibatchModel.laplace`).
+    control_variates : {"auto", True, False}, default "auto"
+        Estimate the gradients as ``g_S(theta) - g_S(theta_hat) + grad log p(theta_hat)``
+        with ``g_S`` the minibatch estimate on the step's batch and ``theta_hat`` the mode
+        of the Laplace approximation, where the full-data gradient is computed once (Baker,
+        Fearnhead, Fox & Nemeth 2019, "Control variates for stochastic gradient MCMC",
+        Statistics and Computing). Unbiased, and its noise shrinks with the distance to the
+        mode instead of growing with ``N / batch_size``. The batch is shared, so the extra
+        gradient at ``theta_hat`` costs one call per step for all particles. ``"auto"``:
+        on unless every step uses all rows.
     init : {"laplace", "prior", "jitter"} or array, default "laplace"
         ``"laplace"``: draws from the Laplace approximation at the mode (the normal with
         the curvature used for preconditioning), which start the particles in the bulk
@@ -142,7 +176,16 @@ def sample_particles(
         Deterministics). ``sample_stats`` holds ``minibatch_logp`` per particle (estimated
         on the last step's batch, before its move) and, over the dimension ``step``, the
         history of ``step_size``, ``bandwidth``, ``mean_grad_norm`` (of ``theta``-space
-        gradients) and ``mean_velocity_norm``. The posterior's attrs record the settings.
+        gradients), ``mean_velocity_norm`` and ``spread`` (the root mean particle variance
+        in preconditioned units). The posterior's attrs record the settings.
+
+    Warns
+    -----
+    ParticlesNotSettledWarning
+        When, averaged over the last tenth of the steps, the particles' mean velocity
+        exceeds one sd per unit of step in some coordinate, or their spread changes at more
+        than 50% per unit of step (beyond minibatch noise): the run stopped before the
+        particles settled.
 
     Raises
     ------
@@ -196,24 +239,32 @@ def sample_particles(
     batch_size = _batch_size(batch_size, n_data)
     rng = np.random.default_rng(random_seed)
     laplace = isinstance(init, str) and init == "laplace"
-    thetas = _initial_particles("prior" if laplace else init, minibatch_model, n_particles, rng)
-    noise_ratio = n_data / batch_size - 1.0
+    use_control_variates = _use_control_variates(control_variates, batch_size, n_data)
+    started = time.perf_counter()
+    fit = (
+        minibatch_model.laplace(rng=rng)
+        if (precondition or laplace or use_control_variates)
+        else None
+    )
+    thetas = (
+        fit.draw(rng, n_particles)
+        if laplace
+        else _initial_particles(init, minibatch_model, n_particles, rng)
+    )
+    noise_ratio = 0.0 if use_control_variates else n_data / batch_size - 1.0
     schedule = (
         _default_schedule(n_steps, noise_ratio) if step_size is None else as_schedule(step_size)
     )
-    batches = _Batches(n_data, batch_size, rng)
-
-    started = time.perf_counter()
-    preconditioner = identity_preconditioner(minibatch_model.ndim)
-    if precondition or laplace:
-        mode, curvature = _mode_and_curvature(minibatch_model, thetas, rng)
-        if laplace:
-            whitened = rng.standard_normal(thetas.shape)
-            thetas = mode + whitened @ _matrices(curvature)[0].T
-        if precondition:
-            preconditioner = curvature
-    run = _ParticleRun(method, settings, minibatch_model, preconditioner, schedule, batches,
-                       adagrad=bool(adagrad))  # fmt: skip
+    gradients = (
+        _ControlVariateGradients(minibatch_model, fit.mode)
+        if use_control_variates
+        else minibatch_model.grad_estimate_particles
+    )
+    preconditioner = (
+        fit.preconditioner if precondition else identity_preconditioner(minibatch_model.ndim)
+    )
+    run = _ParticleRun(method, settings, gradients, preconditioner, schedule,
+                       _Batches(n_data, batch_size, rng), adagrad=bool(adagrad))  # fmt: skip
     thetas, logp, history = run.run(thetas, n_steps, progressbar)
     elapsed = time.perf_counter() - started
 
@@ -231,6 +282,7 @@ def sample_particles(
         "batch_size": batch_size,
         "bandwidth_scale": settings["bandwidth_scale"],
         "precondition": int(precondition),
+        "control_variates": int(use_control_variates),
         "adagrad": int(bool(adagrad)),
         "sampling_time": elapsed,
     }
@@ -242,10 +294,10 @@ def sample_particles(
 class _ParticleRun:
     """The particle loop in preconditioned coordinates ``z`` (``theta = z L^T`` row-wise)."""
 
-    def __init__(self, method, settings, minibatch_model, preconditioner, schedule, batches,
+    def __init__(self, method, settings, gradients, preconditioner, schedule, batches,
                  adagrad):  # fmt: skip
         self.method = method
-        self.minibatch_model = minibatch_model
+        self.gradients = gradients
         self.schedule = schedule
         self.batches = batches
         self.adagrad = adagrad
@@ -253,20 +305,20 @@ class _ParticleRun:
         self.gamma = settings["gamma"]
         self.lam = settings["lam"]
         self.to_theta, self.to_z = _matrices(preconditioner)
+        self.preconditioned = not np.all(self.to_theta == np.eye(len(self.to_theta)))
 
     def run(self, thetas, n_steps, progressbar):
         """Move the particles ``n_steps`` times; returns the final particles in ``theta``
         space, their last minibatch log posteriors and the per-step history."""
         z = thetas @ self.to_z.T
         anchor, previous, squares = z.copy(), z.copy(), None
-        history = {name: np.empty(n_steps) for name in
-                   ("step_size", "bandwidth", "mean_grad_norm", "mean_velocity_norm")}  # fmt: skip
+        history = {name: np.empty(n_steps) for name in ("step_size", "bandwidth",
+                   "mean_grad_norm", "mean_velocity_norm", "spread")}  # fmt: skip
+        drifts, rates = np.empty((n_steps, z.shape[1])), np.empty(n_steps)
         with _progress(progressbar, n_steps, self.method) as advance:
             for step in range(n_steps):
                 step_size = float(self.schedule(step))
-                logp, grads = self.minibatch_model.grad_estimate_particles(
-                    z @ self.to_theta.T, self.batches.next()
-                )
+                logp, grads = self.gradients(z @ self.to_theta.T, self.batches.next())
                 self._check_finite(step, step_size, logp, grads)
                 grads_z = grads @ self.to_theta
                 bandwidth = self.bandwidth_scale * kernels.median_bandwidth(
@@ -285,8 +337,39 @@ class _ParticleRun:
                 history["bandwidth"][step] = bandwidth
                 history["mean_grad_norm"][step] = np.mean(np.linalg.norm(grads, axis=1))
                 history["mean_velocity_norm"][step] = np.mean(np.linalg.norm(velocity, axis=1))
+                history["spread"][step] = np.sqrt(np.mean(np.var(previous, axis=0)))
+                drifts[step], rates[step] = _drift_and_spread_rate(previous, velocity)
                 advance()
+        self._warn_if_unsettled(drifts, rates, z)
         return z @ self.to_theta.T, logp, history
+
+    def _warn_if_unsettled(self, drifts, rates, z):
+        """Warn when, averaged over the last tenth of the steps, the particles were still
+        being pushed: the mean of their velocities beyond ``SETTLED_DRIFT`` (in sds of the
+        Laplace approximation when preconditioned, else of the particles) per unit of step,
+        or their spread's relative rate of change beyond ``SETTLED_RATE``, in either case by
+        more than four standard errors of the per-step values (minibatch noise). Velocities
+        are used rather than moves because the default schedule shrinks the moves, which
+        would hide a run that stopped far from the posterior."""
+        window = max(2, drifts.shape[0] // 10)
+        if drifts.shape[0] < window:
+            return
+        drift, drift_se = _window_mean(drifts[-window:])
+        rate, rate_se = _window_mean(rates[-window:])
+        scale = np.ones(z.shape[1]) if self.preconditioned else np.std(z, axis=0)
+        scale = np.where(scale > 0, scale, np.inf)
+        pushed = (np.abs(drift) / scale > SETTLED_DRIFT) & (np.abs(drift) > 4 * drift_se)
+        spreading = abs(rate) > SETTLED_RATE and abs(rate) > 4 * rate_se
+        if np.any(pushed) or spreading:
+            warnings.warn(
+                f"sample_particles({self.method!r}) had not settled: over its last {window} "
+                f"steps the particles' mean was pushed at {np.max(np.abs(drift) / scale):.3g} "
+                f"sds and their spread at {100 * rate:.3g}% per unit of step. The result may "
+                "be far from the posterior: pass more n_steps or start from the Laplace "
+                "approximation (init='laplace')",
+                ParticlesNotSettledWarning,
+                stacklevel=4,
+            )
 
     def _velocity(self, z, previous, grads, bandwidth, lam):
         gamma = self.gamma
@@ -317,6 +400,46 @@ class _ParticleRun:
                 f"{step_size:g}. Pass a smaller step_size (e.g. {step_size / 10:g}) or a "
                 "larger batch_size."
             )
+
+
+class _ControlVariateGradients:
+    """Minibatch log posterior and gradients with control variates at ``centre``:
+    ``f_S(theta) - f_S(centre) + f(centre)`` for the value and the gradient, with ``f`` the
+    full-data log posterior (one pass, at construction) and ``f_S`` its estimate on the
+    rows ``S`` (Baker et al. 2019)."""
+
+    def __init__(self, minibatch_model, centre):
+        self.minibatch_model = minibatch_model
+        self.centre = centre
+        self.centre_logp, self.centre_grad = minibatch_model.logp_and_grad(centre)
+
+    def __call__(self, thetas, rows):
+        logp, grads = self.minibatch_model.grad_estimate_particles(thetas, rows)
+        centre_logp, centre_grad = self.minibatch_model.grad_estimate(self.centre, rows)
+        return (logp - centre_logp + self.centre_logp,
+                grads - centre_grad + self.centre_grad)  # fmt: skip
+
+
+def _use_control_variates(control_variates, batch_size, n_data):
+    if isinstance(control_variates, str) and control_variates == "auto":
+        return batch_size < n_data
+    if isinstance(control_variates, bool | np.bool_):
+        return bool(control_variates)
+    raise ValueError(f"control_variates must be 'auto', True or False, got {control_variates!r}")
+
+
+def _drift_and_spread_rate(z, velocity):
+    """The particles' mean velocity and the relative rate at which their spread changes,
+    ``d log(rms distance to their mean) / dt``."""
+    centred, centred_velocity = z - z.mean(axis=0), velocity - velocity.mean(axis=0)
+    spread = np.sum(centred**2)
+    rate = np.sum(centred * centred_velocity) / spread if spread > 0 else 0.0
+    return velocity.mean(axis=0), rate
+
+
+def _window_mean(values):
+    """Mean over the first axis and its naive standard error."""
+    return values.mean(axis=0), values.std(axis=0) / np.sqrt(values.shape[0])
 
 
 def _matrices(preconditioner):
@@ -391,17 +514,6 @@ def _batch_size(batch_size, n_data):
         if batch_size is None
         else checked_batch_size(batch_size, n_data)
     )
-
-
-def _mode_and_curvature(minibatch_model, candidates, rng):
-    """The posterior mode (L-BFGS on the full data, from the candidate of highest minibatch
-    log posterior) and a preconditioner from the curvature there."""
-    n_data = minibatch_model.n_data
-    rows = rng.choice(n_data, size=min(n_data, WARMUP_ROWS), replace=False)
-    values = minibatch_model.grad_estimate_particles(candidates, rows)[0]
-    start = candidates[np.argmax(np.where(np.isfinite(values), values, -np.inf))]
-    mode = minibatch_model.find_map(start)
-    return mode, preconditioner_at(minibatch_model, mode, rng)
 
 
 def _initial_particles(init, minibatch_model, n_particles, rng):

@@ -20,7 +20,13 @@ from pytensor.graph.replace import clone_replace
 from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch.exceptions import NonFactorizableError
 from pymc_minibatch.model.graph import build_row_graph
+from pymc_minibatch.model.laplace import fit_laplace
 from pymc_minibatch.model.rows import RowSource
+from pymc_minibatch.model.validation import (
+    refuse_imputed_observations,
+    refuse_non_finite_rows,
+    refuse_rows_outside_support,
+)
 
 #: Rows per call when a method runs over all the data (bounds memory for memmap data).
 FULL_DATA_CHUNK_ROWS = 2**17
@@ -48,7 +54,8 @@ class MinibatchModel:
         does), so samplers built on this class work inside a ``CompoundStep``.
     check : bool, default True
         Confirm at construction that per-row values do not depend on which other rows are
-        in the batch (catches lags and reductions over rows that structure alone misses).
+        in the batch (catches lags and reductions over rows that structure alone misses),
+        and validate the data (see :mod:`pymc_minibatch.model.validation`).
     mode : str or pytensor.compile.Mode, optional
         PyTensor compilation mode (default: PyTensor's default, without its BLAS rewrites
         when PyTensor's C backend has no BLAS to link, as with PyMC 5's pip wheels).
@@ -59,6 +66,10 @@ class MinibatchModel:
         If the likelihood does not split into per-row terms: no observed data, a
         multivariate distribution over the rows, a Potential or a reduction over rows,
         or per-row latent variables. The message names the variable.
+    DataValidationError
+        With ``check=True``: observed values PyMC would impute (NaN), non-finite values in
+        the data on the rows, or observations outside their distribution's support; the
+        message names the variable, the first bad row and its value.
     ValueError
         If ``vars`` contains discrete variables or no continuous variable is left.
 
@@ -80,6 +91,8 @@ class MinibatchModel:
 
     def __init__(self, model=None, vars=None, *, check=True, mode=None, _shared=None):
         model = pm.modelcontext(model)
+        if check:  # first: imputed rows would fail later with an unrelated shape error
+            refuse_imputed_observations(model)
         self.model = model
         self.mode = default_compile_mode() if mode is None else mode
         self.value_vars = _select_value_vars(model, vars)
@@ -113,8 +126,11 @@ class MinibatchModel:
         self._theta = theta
         self._loglik = self._terms[0] if len(self._terms) == 1 else pt.add(*self._terms)
         self._functions = {}
+        self._laplace = None
         if check:
+            refuse_non_finite_rows(self)  # before check(), which NaN rows would fail
             self.check()
+            refuse_rows_outside_support(self)
 
     # ---- points and theta ---------------------------------------------------------------
     def theta_from_point(self, point):
@@ -162,6 +178,23 @@ class MinibatchModel:
                 raise ValueError(f"'{name}' is not among the sampled variables {self.var_names}")
             indices.append(offsets[value_name])
         return np.concatenate(indices)
+
+    def coordinate_names(self):
+        """A readable name for each position of ``theta``, e.g. ``"beta[2]"`` or ``"sigma_log__"``.
+
+        Examples
+        --------
+        >>> mm.coordinate_names()
+        ['beta[0]', 'beta[1]', 'beta[2]']
+        """
+        names = []
+        for name, shape, _, _ in self._point_map_info:
+            if len(shape) == 0:
+                names.append(name)
+                continue
+            for index in np.ndindex(*shape):
+                names.append(f"{name}[{','.join(map(str, index))}]")
+        return names
 
     def initial_theta(self):
         """``theta`` at the model's initial point.
@@ -408,6 +441,25 @@ class MinibatchModel:
 
         result = scipy.optimize.minimize(objective, start, jac=True, method="L-BFGS-B")
         return result.x
+
+    def laplace(self, rng=None):
+        """The Laplace approximation of the full-data posterior (computed once, then cached).
+
+        The mode by L-BFGS from the initial point and a positive definite curvature there;
+        see :mod:`pymc_minibatch.model.laplace`. ``rng`` draws the rows of the diagonal
+        curvature used beyond 100 parameters.
+
+        Examples
+        --------
+        >>> fit = mm.laplace()
+        >>> bool(np.allclose(fit.mode, mm.find_map(), atol=1e-3))
+        True
+        >>> fit.draw(np.random.default_rng(0), size=5).shape
+        (5, 3)
+        """
+        if self._laplace is None:
+            self._laplace = fit_laplace(self, rng=rng)
+        return self._laplace
 
     # ---- construction-time parity check -------------------------------------------------
     def check(self, n_reference_rows=24, random_seed=20261129):

@@ -69,8 +69,20 @@ class LinearPredictor(NamedTuple):
     """The observed values, shape (N,)."""
 
 
-def linear_predictors(minibatch_model, random_seed=0):
+LOCAL_BOUNDS_REMEDY = (
+    "pass bounds=pmm.bounds.Bounds(c, metric_vars=...) with |U_i(theta) - U_i(theta')| <= "
+    "c_i ||theta - theta'|| for every row i"
+)
+GLOBAL_BOUNDS_REMEDY = (
+    "pass bounds=pmm.bounds.GlobalBounds(lower, upper) with lower_i <= log p(y_i | theta) <= "
+    "upper_i over the whole support"
+)
+
+
+def linear_predictors(minibatch_model, random_seed=0, remedy=LOCAL_BOUNDS_REMEDY):
     """The linear predictors of every observed variable on the rows.
+
+    ``remedy`` ends a refusal: what the calling sampler accepts instead.
 
     Raises
     ------
@@ -83,12 +95,12 @@ def linear_predictors(minibatch_model, random_seed=0):
     free_rvs = set(mm.model.free_RVs)
     etas, lipschitz, curvature = [], [], []
     for name, rv in zip(graph.row_term_names, graph.row_rvs, strict=True):
-        eta, constant, second = _family_predictor(name, rv)
+        eta, constant, second = _family_predictor(name, rv, remedy)
         if free_rvs & set(ancestors([constant])):
             raise BoundsUnavailableError(
-                f"observed variable '{name}': its scale/shape parameters depend on sampled "
-                "variables, so no fixed Lipschitz constant exists; fix them or pass "
-                "pmm.bounds.Bounds(c) yourself"
+                f"observed variable '{name}' ({type(rv.owner.op).__name__}): its scale/shape "
+                "parameters depend on sampled variables, so no fixed Lipschitz constant "
+                f"exists; fix them or {remedy}"
             )
         etas.append(eta)
         lipschitz.append(constant)
@@ -103,7 +115,7 @@ def linear_predictors(minibatch_model, random_seed=0):
         design = np.empty((mm.n_data, mm.ndim))
         for j in range(mm.ndim):
             design[:, j] = evaluate(theta0 + np.eye(mm.ndim)[j])[term] - base[term]
-        _check_linear(evaluate, term, theta0, base[term], design, name, random_seed)
+        _check_linear(evaluate, term, theta0, base[term], design, name, random_seed, remedy)
         predictors.append(
             LinearPredictor(
                 name=name,
@@ -163,11 +175,11 @@ def derive_global_bounds(minibatch_model):
         and ``default_transform=None``).
     """
     mm = minibatch_model
-    predictors = linear_predictors(mm)
+    predictors = linear_predictors(mm, remedy=GLOBAL_BOUNDS_REMEDY)
     used = np.zeros(mm.ndim, dtype=bool)
     for predictor in predictors:
         used |= np.any(predictor.design != 0.0, axis=0)
-    low, high = _support_box(mm, used)
+    low, high = _support_box(mm, used, [predictor.name for predictor in predictors])
     center = mm.initial_theta()
     center[used] = 0.5 * (low[used] + high[used])
     half_width = np.zeros(mm.n_data)
@@ -178,8 +190,9 @@ def derive_global_bounds(minibatch_model):
     return GlobalBounds(loglik_center - half_width, loglik_center + half_width)
 
 
-def _support_box(minibatch_model, used):
-    """Limits ``(low, high)`` in theta of the coordinates flagged ``used`` (NaN elsewhere)."""
+def _support_box(minibatch_model, used, observed_names):
+    """Limits ``(low, high)`` in theta of the coordinates flagged ``used`` (NaN elsewhere);
+    ``observed_names`` name the likelihoods in a refusal."""
     mm = minibatch_model
     model = mm.model
     free_rvs = set(model.free_RVs)
@@ -198,8 +211,9 @@ def _support_box(minibatch_model, used):
             or free_rvs & set(ancestors(limits))
         ):
             raise BoundsUnavailableError(
-                f"free variable '{rv.name}' enters the likelihood without a bounded support, so "
-                "no global bound on the log-likelihood exists; PoissonMH needs a Uniform prior "
+                f"free variable '{rv.name}' enters the likelihood of observed variable(s) "
+                f"{', '.join(repr(name) for name in observed_names)} without a bounded support, "
+                "so no global bound on the log-likelihood exists; PoissonMH needs a Uniform prior "
                 "with fixed limits and default_transform=None on it, or "
                 "pmm.bounds.GlobalBounds(lower, upper) (TunaMH needs no such bound)"
             )
@@ -209,7 +223,7 @@ def _support_box(minibatch_model, used):
     return low, high
 
 
-def _family_predictor(name, rv):
+def _family_predictor(name, rv, remedy):
     op = rv.owner.op
     # float64 throughout: PyTensor stores integral constants as int8, and sqrt(int8) is float32
     params = [pt.cast(p, "float64") for p in op.dist_params(rv.owner)]
@@ -220,7 +234,7 @@ def _family_predictor(name, rv):
         ):
             raise BoundsUnavailableError(
                 f"observed variable '{name}' is Bernoulli but not parametrised by logit_p "
-                "(or p = invlogit(eta)); auto bounds need the logit link"
+                f"(or p = invlogit(eta)); auto bounds need the logit link, or {remedy}"
             )
         return p.owner.inputs[0], pt.constant(1.0), pt.constant(0.25)
     if isinstance(op, StudentTRV):
@@ -234,13 +248,11 @@ def _family_predictor(name, rv):
         return alpha, 1.0 / beta, 2.0 / beta**2
     raise BoundsUnavailableError(
         f"cannot derive per-row bounds for observed variable '{name}' "
-        f"({type(op).__name__}): supported are {SUPPORTED}. Pass "
-        "bounds=pmm.bounds.Bounds(c, metric_vars=...) with |U_i(theta) - U_i(theta')| <= "
-        "c_i ||theta - theta'|| for every row i"
+        f"({type(op).__name__}): supported are {SUPPORTED}; {remedy}"
     )
 
 
-def _check_linear(evaluate, term, theta0, eta0, design, name, random_seed):
+def _check_linear(evaluate, term, theta0, eta0, design, name, random_seed, remedy):
     rng = np.random.default_rng(random_seed)
     rows = rng.choice(design.shape[0], size=min(design.shape[0], 64), replace=False)
     for _ in range(2):
@@ -250,6 +262,5 @@ def _check_linear(evaluate, term, theta0, eta0, design, name, random_seed):
         if not np.allclose(actual, predicted, rtol=1e-6, atol=1e-6):
             raise BoundsUnavailableError(
                 f"the linear predictor of observed variable '{name}' is not linear in the "
-                "sampled (transformed) parameters, so auto bounds do not apply; pass "
-                "pmm.bounds.Bounds(c) yourself"
+                f"sampled (transformed) parameters, so auto bounds do not apply; {remedy}"
             )

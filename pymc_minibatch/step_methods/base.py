@@ -8,6 +8,7 @@ Metropolis-type steps the step-size adaptation during tuning.
 
 import numpy as np
 import pymc as pm
+from pymc.blocking import RaveledVars
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
@@ -19,6 +20,7 @@ from pymc_minibatch.kernels.adaptation import (
     dual_averaging_init,
     dual_averaging_update,
 )
+from pymc_minibatch.kernels.preconditioning import DensePreconditioner
 from pymc_minibatch.model.adapter import MinibatchModel
 
 
@@ -61,15 +63,24 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
 class MetropolisStepState(MinibatchStepState):
     step_size: float
     adaptation: DualAveragingState
+    started: bool
 
 
 class MetropolisStep(MinibatchStep):
     """A minibatch step with a Gaussian random-walk proposal and a tuned step size.
 
-    The proposal is ``theta + step_size * L z`` with ``L`` the Cholesky factor of
-    ``proposal_cov`` (identity by default). While tuning, the step size follows dual
-    averaging toward ``target_accept`` (Hoffman & Gelman 2014, Algorithm 5); when tuning
-    stops it is frozen at the averaged value.
+    The proposal is ``theta + step_size * L z`` with ``L`` a square root of the proposal
+    covariance. By default (``proposal_cov="laplace"``) that is the covariance of the
+    Laplace approximation of the posterior, fitted on the full data at construction (see
+    :meth:`~pymc_minibatch.MinibatchModel.laplace`), the initial step size is
+    ``2.38 / sqrt(ndim)`` (Roberts, Gelman & Gilks 1997), and each chain starts from a draw
+    of the Laplace approximation: PyMC's initial point lies thousands of posterior sds
+    from the posterior on tall data, and a random walk with one scale for every parameter
+    mixes slowly when their posterior sds differ by orders of magnitude (a hierarchical
+    scale against a slope). With an array the chain starts at PyMC's point and the initial
+    step size is ``2.38 / sqrt(ndim * N)``; ``None`` is the identity. While tuning, the
+    step size follows dual averaging toward ``target_accept`` (Hoffman & Gelman 2014,
+    Algorithm 5); when tuning stops it is frozen at the averaged value.
     """
 
     stats_dtypes_shapes = {
@@ -86,7 +97,7 @@ class MetropolisStep(MinibatchStep):
         vars=None,
         *,
         step_size=None,
-        proposal_cov=None,
+        proposal_cov="laplace",
         target_accept=0.25,
         model=None,
         blocked=True,
@@ -97,16 +108,39 @@ class MetropolisStep(MinibatchStep):
         if not 0.0 < target_accept < 1.0:
             raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
         self.target_accept = float(target_accept)
-        # Posterior sds of tall-data models shrink like 1/sqrt(N); adaptation refines it.
-        self.initial_step_size = (
-            2.38 / np.sqrt(ndim * n_data) if step_size is None else float(step_size)
-        )
-        self.proposal_chol = _proposal_cholesky(proposal_cov, ndim)
+        self.laplace = None
+        if isinstance(proposal_cov, str):
+            if proposal_cov != "laplace":
+                raise ValueError(f"proposal_cov must be 'laplace', None or an array, got "
+                                 f"{proposal_cov!r}")  # fmt: skip
+            self.laplace = self.minibatch_model.laplace(rng=self.rng)
+            self.proposal_chol = _laplace_cholesky(self.laplace)
+            default_step = 2.38 / np.sqrt(ndim)
+        else:
+            self.proposal_chol = _proposal_cholesky(proposal_cov, ndim)
+            # Posterior sds of tall-data models shrink like 1/sqrt(N); adaptation refines it
+            default_step = 2.38 / np.sqrt(ndim * n_data)
+        self.initial_step_size = default_step if step_size is None else float(step_size)
         self.reset_tuning()
 
     def reset_tuning(self):
         self.step_size = self.initial_step_size
         self.adaptation = dual_averaging_init(self.initial_step_size)
+        self.started = False
+
+    def chain_start(self, q0):
+        """``q0``, except at a chain's first step with the Laplace proposal: then a draw of
+        the Laplace approximation, in the bulk of the posterior (its mode if the draw falls
+        outside the prior's support, e.g. a box)."""
+        if self.started:
+            return q0
+        self.started = True
+        if self.laplace is None:
+            return q0
+        start = self.laplace.draw(self.rng)
+        if not np.isfinite(self.minibatch_model.logprior(start)):
+            start = self.laplace.mode
+        return RaveledVars(start, q0.point_map_info)
 
     def stop_tuning(self):
         if self.tune and self.adaptation.count > 0:
@@ -130,6 +164,14 @@ class MetropolisStep(MinibatchStep):
                 self.adaptation, accept_prob, self.target_accept
             )
             self.step_size = float(np.exp(self.adaptation.log_step_size))
+
+
+def _laplace_cholesky(fit):
+    """A square root of the Laplace approximation's covariance, as a dense matrix."""
+    preconditioner = fit.preconditioner
+    if isinstance(preconditioner, DensePreconditioner):
+        return preconditioner.transform
+    return np.diag(preconditioner.scale)
 
 
 def _proposal_cholesky(proposal_cov, ndim):

@@ -52,6 +52,7 @@ class BoundedMinibatchStep(MetropolisStep):
         return RowBounds(self.bounds.c, self.bounds.total, self.bounds.alias_table.sample)
 
     def astep(self, q0: RaveledVars):
+        q0 = self.chain_start(q0)
         model = self.minibatch_model
         theta = q0.data
         proposal = propose(self.rng, theta, self.step_size, self.proposal_chol)

@@ -77,7 +77,7 @@ class FlyMC(MetropolisStep):
         xi="map",
         resample_fraction=0.1,
         step_size=None,
-        proposal_cov=None,
+        proposal_cov="laplace",
         target_accept=0.25,
         model=None,
         blocked=True,
@@ -103,13 +103,10 @@ class FlyMC(MetropolisStep):
                 "FlyMC must sample every continuous free variable (its row variables are "
                 f"only valid jointly with all of them); {sorted(mm.shared)} are left out"
             )
-        predictors = linear_predictors(mm)
-        if len(predictors) != 1 or predictors[0].family not in (BernoulliRV, LaplaceRV):
-            raise BoundsUnavailableError(
-                "FlyMC supports one Bernoulli(logit_p=eta) or Laplace(mu=eta, b) likelihood "
-                "with eta linear in the parameters (collapsible quadratic bounds)"
-            )
-        (predictor,) = predictors
+        _refuse_unsupported_likelihoods(mm)
+        (predictor,) = linear_predictors(
+            mm, remedy="FlyMC takes no user bounds: sample this model with another step method"
+        )
         self.offset, self.design = predictor.offset, predictor.design
         if isinstance(xi, str):  # "map"
             eta = self.offset + self.design @ mm.find_map()
@@ -130,6 +127,7 @@ class FlyMC(MetropolisStep):
         self.bright = None  # redrawn from its conditional at the chain's first point
 
     def astep(self, q0: RaveledVars):
+        q0 = self.chain_start(q0)
         theta = q0.data
         if self.bright is None:
             self.bright = self._draw_brightness(theta)
@@ -195,3 +193,22 @@ class FlyMC(MetropolisStep):
         )
         collapsed_diff = self.collapsed_bound(proposal) - self.collapsed_bound(theta)
         return logprior_diff + collapsed_diff + float(np.sum(bright_diff)), False
+
+
+def _refuse_unsupported_likelihoods(minibatch_model):
+    """FlyMC needs exactly one likelihood with a collapsible lower bound."""
+    graph = minibatch_model._row_graph
+    needed = (
+        "FlyMC needs one Bernoulli(logit_p=eta) or Laplace(mu=eta, b) likelihood with eta "
+        "linear in the parameters and b fixed (collapsible quadratic lower bounds)"
+    )
+    if len(graph.row_rvs) != 1:
+        raise BoundsUnavailableError(
+            f"{needed}; the model has {len(graph.row_rvs)} observed variables on the rows "
+            f"({', '.join(repr(name) for name in graph.row_term_names)})"
+        )
+    (name,), (rv,) = graph.row_term_names, graph.row_rvs
+    if not isinstance(rv.owner.op, BernoulliRV | LaplaceRV):
+        raise BoundsUnavailableError(
+            f"{needed}; observed variable '{name}' is {type(rv.owner.op).__name__}"
+        )

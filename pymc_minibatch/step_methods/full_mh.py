@@ -20,9 +20,13 @@ class FullMH(MetropolisStep):
     vars : list of variables, optional
         Continuous free variables to sample (default: all continuous ones).
     step_size : float, optional
-        Initial random-walk scale; default ``2.38 / sqrt(ndim * N)``, then tuned.
-    proposal_cov : array, optional
-        Proposal covariance (or its diagonal) in the transformed space; default identity.
+        Initial random-walk scale; default ``2.38 / sqrt(ndim)`` with the Laplace proposal
+        (``2.38 / sqrt(ndim * N)`` otherwise), then tuned.
+    proposal_cov : "laplace", None or array, default "laplace"
+        Proposal covariance (or its diagonal) in the transformed space. ``"laplace"``: the
+        covariance of the posterior's Laplace approximation (fitted on the full data at
+        construction), with each chain starting from a draw of it; ``None``: identity. See
+        :class:`~pymc_minibatch.step_methods.base.MetropolisStep`.
     target_accept : float, default 0.25
         Acceptance rate the step size is tuned toward.
     model : pymc.Model, optional
@@ -44,6 +48,7 @@ class FullMH(MetropolisStep):
     stats_dtypes_shapes = {**MetropolisStep.stats_dtypes_shapes, "batch_size": (np.int64, [])}
 
     def astep(self, q0: RaveledVars):
+        q0 = self.chain_start(q0)
         model = self.minibatch_model
         state, info = rw_step(
             self.rng, self._current_state(q0.data), model.logp, self.step_size, self.proposal_chol

@@ -66,11 +66,16 @@ class MINT(MetropolisStep):
         minibatch gradient ``g`` of the tempered target (its reverse density enters the
         ratio; the gradient at each point uses that point's batch).
     step_size : float, optional
-        Random-walk scale (``"rw"``) or Langevin step ``h`` (``"sgld"``). Default: the
-        random-walk scale ``2.38 sqrt(T / (ndim n))`` (its square for ``"sgld"``), tuned
-        by dual averaging toward ``target_accept`` during tuning and frozen afterwards.
-    proposal_cov : array, optional
-        Random-walk proposal covariance (or its diagonal); ``"rw"`` only.
+        Random-walk scale (``"rw"``) or Langevin step ``h`` (``"sgld"``). Default:
+        ``2.38 / sqrt(ndim)`` with the Laplace proposal, else the random-walk scale
+        ``2.38 sqrt(T / (ndim n))`` (its square for ``"sgld"``); tuned by dual averaging
+        toward ``target_accept`` during tuning and frozen afterwards.
+    proposal_cov : "laplace", None or array, default "laplace"
+        Random-walk proposal covariance (``"rw"`` only). ``"laplace"``: ``T`` times the
+        covariance of the posterior's Laplace approximation (the tempered posterior is
+        about ``sqrt(T)`` times wider), with each chain starting from a draw of the
+        (untempered) Laplace approximation; see
+        :class:`~pymc_minibatch.step_methods.base.MetropolisStep`. ``None``: identity.
     target_accept : float, default 0.3
     temper_prior : bool, default True
         Temper the prior by ``1/T`` as well (the whole posterior is raised to ``1/T``, in
@@ -119,7 +124,7 @@ class MINT(MetropolisStep):
         alpha=0.99,
         proposal="rw",
         step_size=None,
-        proposal_cov=None,
+        proposal_cov="laplace",
         target_accept=0.3,
         temper_prior=True,
         model=None,
@@ -128,8 +133,10 @@ class MINT(MetropolisStep):
     ):
         if proposal not in PROPOSALS:
             raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}")
-        if proposal == "sgld" and proposal_cov is not None:
-            raise ValueError("proposal_cov applies to the random-walk proposal only")
+        if proposal == "sgld":
+            if not (isinstance(proposal_cov, str) and proposal_cov == "laplace"):
+                raise ValueError("proposal_cov applies to the random-walk proposal only")
+            proposal_cov = None
         if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
             raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
         self.proposal = proposal
@@ -147,7 +154,11 @@ class MINT(MetropolisStep):
         )
         mm = self.minibatch_model
         self.settings = tempering_settings(mm.n_data, self.batch_size, self._alpha)
-        if step_size is None:
+        if self.laplace is not None:  # the tempered posterior is sqrt(T) times wider
+            self.proposal_chol = self.proposal_chol * np.sqrt(self.temperature)
+        if step_size is None and self.laplace is not None:
+            step_size = 2.38 / np.sqrt(mm.ndim)
+        elif step_size is None:
             scale = 2.38 * np.sqrt(self.temperature / (mm.ndim * mm.n_data))
             step_size = scale**2 if proposal == "sgld" else scale
         elif not (np.isfinite(step_size) and step_size > 0):
@@ -191,6 +202,7 @@ class MINT(MetropolisStep):
         return idata
 
     def astep(self, q0: RaveledVars):
+        q0 = self.chain_start(q0)
         theta = q0.data
         current = self._current_state(theta)
         if self.proposal == "rw":

@@ -85,7 +85,7 @@ class PoissonMH(MetropolisStep):
         bounds="auto",
         lam=None,
         step_size=None,
-        proposal_cov=None,
+        proposal_cov="laplace",
         target_accept=0.25,
         fallback=True,
         model=None,
@@ -119,6 +119,7 @@ class PoissonMH(MetropolisStep):
             )
 
     def astep(self, q0: RaveledVars):
+        q0 = self.chain_start(q0)
         model = self.minibatch_model
         theta = q0.data
         proposal = propose(self.rng, theta, self.step_size, self.proposal_chol)

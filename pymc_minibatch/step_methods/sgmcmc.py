@@ -12,11 +12,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
 from pymc_minibatch.kernels.kinetics import make_kinetics
-from pymc_minibatch.kernels.preconditioning import (
-    DensePreconditioner,
-    DiagonalPreconditioner,
-    identity_preconditioner,
-)
+from pymc_minibatch.kernels.preconditioning import identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sgmgt import (
     SGMGTConfig,
@@ -28,27 +24,15 @@ from pymc_minibatch.kernels.sgmgt import (
     resample_thermostat,
     validate_config,
 )
-from pymc_minibatch.model.curvature import preconditioner_at
 from pymc_minibatch.step_methods.base import MinibatchStep, MinibatchStepState
 
 RUNAWAY_DISTANCE = 1e4
-"""Preconditioned posterior sds from the warm-up point beyond which a chain has diverged."""
-
-WARMUP_UPDATES = 200
-"""Default number of tuning updates spent moving toward the mode before the dynamics start."""
-
-WARMUP_BATCH = 1000
-"""Rows per warm-up gradient (at least ``batch_size``; all rows if fewer): a small batch's
-gradient noise would throw the ascent far from the mode."""
-
-PRECONDITIONER_UPDATES = (0, 50, 100, 200, 400, 800, 1600, 3200)
-"""Tuning steps at which the preconditioner is re-estimated at the current point."""
+"""Preconditioned posterior sds from the mode beyond which a chain has diverged."""
 
 
 @dataclass_state
 class SGMCMCState(MinibatchStepState):
     dynamics: SGMGTState | None
-    preconditioner: DiagonalPreconditioner | DensePreconditioner
     updates: int
     permutation: np.ndarray | None
     cursor: int
@@ -63,32 +47,27 @@ class SGMCMC(MinibatchStep):
     are skipped in that epoch) and uses the unbiased gradient estimate
     ``grad log p(theta) + (N / B) sum_{i in batch} grad log p(y_i | theta)``.
 
-    **Preconditioning** (``precondition=True``, the default when ``step_size`` is not
-    given): the sampler runs in ``z`` with ``theta = L z``, a linear change of variables
-    (the target is unchanged; ``L`` plays the part of a mass matrix) that makes the
-    curvature of the log posterior in ``z`` about the identity. The curvature is estimated
-    at the current point on 256 random rows. Up to 100 parameters ``L`` is dense
-    (Cholesky of minus the minibatch Hessian by central differences of gradients, or of the
-    empirical Fisher information ``N Cov_i(grad l_i(theta))`` where the Hessian is not
-    positive definite); beyond, it is diagonal (Fisher plus the prior's curvature) and
-    shrunk so that no direction has curvature above about 1 (see
-    :mod:`pymc_minibatch.kernels.preconditioning`). ``L`` is re-estimated during tuning at
-    steps 0, 50, 100, 200, 400, ... and then fixed. Step sizes (and the ``step_size``
-    statistic) are in units of ``z``.
-
-    **Warm-up**: with preconditioning, the first ``warmup`` tuning updates are
-    stochastic-gradient ascent ``z += eta_t g(z)`` on batches of ``max(batch_size, 1000)``
-    rows (all rows if fewer): ``eta_t = 1/2`` for the first half
-    (with unit curvature in ``z`` the distance to the mode halves every update) and
-    ``eta_t = 1 / (t' + 2)`` for the second half (``t'`` counted from its start:
-    Robbins–Monro steps that average the gradient noise). The dynamics then start, with
-    fresh momentum, near the posterior's bulk instead of at PyMC's initial point, where a
-    gradient thousands of sds from the mode would throw the momentum far out. Use ``tune``
-    well above ``warmup`` (e.g. 1000).
+    **Preconditioning and start** (``precondition=True``, the default when ``step_size`` is
+    not given): at construction the sampler fits the Laplace approximation
+    ``N(theta_hat, L L^T)`` of the posterior on the full data (the mode by L-BFGS, then the
+    curvature there by finite differences of full-data gradients, made positive definite;
+    see :mod:`pymc_minibatch.model.laplace` and :meth:`MinibatchModel.laplace`). It then
+    runs in ``z`` with ``theta = L z``, a linear change of variables (the target is
+    unchanged; ``L`` plays the part of a mass matrix) in which the posterior's curvature is
+    about the identity, and each chain starts from a draw of the Laplace approximation, in
+    the bulk of the posterior, whatever PyMC's initial point (which is far out for tall
+    data). Step sizes (and the ``step_size`` statistic) are in units of ``z``. Up to 100
+    parameters ``L`` is dense; beyond, it is diagonal (estimated from per-row gradients at
+    the mode, see :mod:`pymc_minibatch.kernels.preconditioning`).
 
     **Default step size** (``step_size=None``): a constant ``h`` in units of ``z``, in
     which the posterior sd is about 1 and the gradient noise variance per coordinate about
     ``r = N / B - 1``; each preset's rule is in its docstring.
+
+    **Divergence**: a non-finite log density, gradient or state, or a chain more than
+    ``1e4`` preconditioned posterior sds from the mode (or from its start without
+    preconditioning), stops sampling with :class:`~pymc_minibatch.SamplerDivergenceError`
+    naming the update, the variable that moved furthest and what to change.
     """
 
     name = "sgmcmc"
@@ -112,7 +91,6 @@ class SGMCMC(MinibatchStep):
         step_size=None,
         thin=1,
         precondition=None,
-        warmup=WARMUP_UPDATES,
         momentum_resample_every=None,
         thermostat_resample_every=None,
         model=None,
@@ -120,17 +98,14 @@ class SGMCMC(MinibatchStep):
         rng=None,
     ):
         super().__init__(vars, model=model, blocked=blocked, rng=rng)
-        n_data = self.minibatch_model.n_data
-        self.batch_size = checked_batch_size(batch_size, n_data)
+        mm = self.minibatch_model
+        self.batch_size = checked_batch_size(batch_size, mm.n_data)
         self.thin = _positive_int("thin", thin)
-        if isinstance(warmup, bool) or not isinstance(warmup, int | np.integer) or warmup < 0:
-            raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-        self.warmup = int(warmup)
         validate_config(config)
         self.config = config
         self.precondition = step_size is None if precondition is None else bool(precondition)
         if step_size is None:
-            step_size = self.default_step_size(n_data / self.batch_size - 1.0)
+            step_size = self.default_step_size(mm.n_data / self.batch_size - 1.0)
         self.schedule = as_schedule(step_size)
         initial_step = float(self.schedule(0))
         self.momentum_resample_every = _resample_period(
@@ -138,6 +113,10 @@ class SGMCMC(MinibatchStep):
         )
         self.thermostat_resample_every = _resample_period(
             "thermostat_resample_every", thermostat_resample_every, initial_step
+        )
+        self.laplace = mm.laplace(rng=self.rng) if self.precondition else None
+        self.preconditioner = (
+            self.laplace.preconditioner if self.precondition else identity_preconditioner(mm.ndim)
         )
         self.reset_tuning()
 
@@ -147,7 +126,6 @@ class SGMCMC(MinibatchStep):
 
     def reset_tuning(self):
         self.dynamics = None
-        self.preconditioner = identity_preconditioner(self.minibatch_model.ndim)
         self.updates = 0
         self.permutation = None
         self.cursor = 0
@@ -155,17 +133,14 @@ class SGMCMC(MinibatchStep):
 
     def astep(self, q0: RaveledVars):
         theta = q0.data
-        if self.dynamics is None:
-            self.dynamics = init_state(self.rng, self.preconditioner.to_z(theta), self.config)
-        else:  # PyMC's point is authoritative (e.g. a new chain's start)
+        if self.dynamics is None:  # a chain starts: from a Laplace draw when preconditioning
+            start = self.laplace.draw(self.rng) if self.precondition else theta.copy()
+            self.anchor = self.laplace.mode if self.precondition else start
+            self.dynamics = init_state(self.rng, self.preconditioner.to_z(start), self.config)
+        else:  # PyMC's point is authoritative (another step of a CompoundStep may move it)
             self.dynamics = self.dynamics._replace(position=self.preconditioner.to_z(theta))
         resampled, accept_rates = False, []
         for _ in range(self.thin):
-            if self.tune and self.precondition and self.updates in PRECONDITIONER_UPDATES:
-                self._update_preconditioner()
-            if self.tune and self.precondition and self.updates < self.warmup:
-                step_size = self._warmup_update()
-                continue
             step_size = float(self.schedule(self.updates))
             with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_finite
                 self.dynamics, _ = euler_step(
@@ -190,27 +165,9 @@ class SGMCMC(MinibatchStep):
         position = self.preconditioner.to_theta(self.dynamics.position)
         return RaveledVars(position, q0.point_map_info), [stats]
 
-    def _warmup_update(self):
-        """One preconditioned stochastic-gradient ascent step (see the class docstring)."""
-        half = self.warmup // 2
-        step_size = 0.5 if self.updates < half else 1.0 / (self.updates - half + 2.0)
-        rows = self.rng.choice(n_data := self.minibatch_model.n_data,
-                               size=min(n_data, max(self.batch_size, WARMUP_BATCH)),
-                               replace=False)  # fmt: skip
-        gradient = self._gradient(self.dynamics.position, rows)
-        position = self.dynamics.position + step_size * gradient
-        self.dynamics = self.dynamics._replace(position=position)
-        self.updates += 1
-        self._check_finite(step_size)
-        if self.updates == self.warmup:  # the dynamics start here, with fresh momentum
-            self.dynamics = init_state(self.rng, position, self.config)
-            self.anchor = position.copy()
-        return step_size
-
-    def _gradient(self, z, rows=None):
+    def _gradient(self, z):
         theta = self.preconditioner.to_theta(z)
-        rows = self._next_batch() if rows is None else rows
-        self._log_density, grad = self.minibatch_model.grad_estimate(theta, rows)
+        self._log_density, grad = self.minibatch_model.grad_estimate(theta, self._next_batch())
         self._grad_norm = float(np.linalg.norm(grad))
         return self.preconditioner.gradient_to_z(grad)
 
@@ -252,34 +209,42 @@ class SGMCMC(MinibatchStep):
         if np.isfinite(sum(np.sum(value) for value in parts.values())):
             return
         bad = [name for name, value in parts.items() if not np.all(np.isfinite(value))]
-        phase = "tuning" if self.tune else "sampling"
         raise SamplerDivergenceError(
-            f"{type(self).__name__} diverged at update {self.updates} of this chain "
-            f"({phase}): non-finite {', '.join(bad)} with step size {step_size:g}. "
-            f"Pass a smaller step_size (e.g. {step_size / 10:g}) or a larger batch_size, "
-            "or start closer to the posterior (initvals)."
+            f"{self._where()}: non-finite {', '.join(bad)} with step size {step_size:g}"
+            f"{self._largest_move()}. {self._advice(step_size)}"
         )
 
     def _check_runaway(self, step_size):
-        """Stop a chain that left the warm-up point by more than RUNAWAY_DISTANCE
+        """Stop a chain that left the mode (or its start) by more than RUNAWAY_DISTANCE
         preconditioned units: an unstable step can grow without ever overflowing."""
-        if self.anchor is None:
-            return
         distance = np.max(np.abs(self.dynamics.position - self.preconditioner.to_z(self.anchor)))
         if distance > RUNAWAY_DISTANCE:
-            phase = "tuning" if self.tune else "sampling"
             raise SamplerDivergenceError(
-                f"{type(self).__name__} diverged at update {self.updates} of this chain "
-                f"({phase}): it moved {distance:.3g} preconditioned posterior sds from where "
-                f"its dynamics started, with step size {step_size:g}. Pass a smaller "
-                f"step_size (e.g. {step_size / 10:g}) or a larger batch_size."
+                f"{self._where()}: it ran away with step size {step_size:g}"
+                f"{self._largest_move()}. {self._advice(step_size)}"
             )
 
-    def _update_preconditioner(self):
-        """Re-estimate the preconditioner at the current point (see the class docstring)."""
-        theta = self.preconditioner.to_theta(self.dynamics.position)
-        self.preconditioner = preconditioner_at(self.minibatch_model, theta, self.rng)
-        self.dynamics = self.dynamics._replace(position=self.preconditioner.to_z(theta))
+    def _where(self):
+        phase = "tuning" if self.tune else "sampling"
+        return f"{type(self).__name__} diverged at update {self.updates} of this chain ({phase})"
+
+    def _largest_move(self):
+        """Which coordinate moved furthest from the anchor, in preconditioned units."""
+        moves = np.abs(self.dynamics.position - self.preconditioner.to_z(self.anchor))
+        if not np.any(np.isfinite(moves)):
+            return ""
+        index = int(np.nanargmax(np.where(np.isfinite(moves), moves, -np.inf)))
+        units = "preconditioned posterior sds" if self.precondition else "transformed units"
+        origin = "the mode" if self.precondition else "the chain's start"
+        name = self.minibatch_model.coordinate_names()[index]
+        return f", after '{name}' moved {moves[index]:.3g} {units} from {origin}"
+
+    def _advice(self, step_size):
+        return (
+            f"Pass a smaller step_size (e.g. {step_size / 10:g}) or a larger batch_size"
+            + ("" if self.precondition else ", or leave step_size unset to precondition")
+            + "."
+        )
 
 
 def _positive_float(name, value):
@@ -320,13 +285,11 @@ _COMMON_PARAMETERS = """
         Updates per recorded draw (each costs one gradient estimate); statistics describe
         the last update, ``resampled`` any of them.
     precondition : bool, optional
-        Run in the preconditioned coordinates described in :class:`SGMCMC`. Default: True
-        when ``step_size`` is not given, False otherwise (then ``h`` is in the units of the
-        model's (transformed) parameters, as in the papers).
-    warmup : int, default 200
-        With ``precondition``: tuning updates spent on preconditioned stochastic-gradient
-        ascent toward the mode before the dynamics start from fresh momentum; see
-        :class:`SGMCMC`.
+        Run in the preconditioned coordinates of the Laplace approximation, starting each
+        chain from a draw of it, as described in :class:`SGMCMC`. Default: True when
+        ``step_size`` is not given, False otherwise (then ``h`` is in the units of the
+        model's (transformed) parameters, as in the papers, and chains start at PyMC's
+        initial point).
     model : pymc.Model, optional
 """
 

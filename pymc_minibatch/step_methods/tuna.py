@@ -55,9 +55,13 @@ class TunaMH(BoundedMinibatchStep):
         ``Mbar`` a running mean of ``M`` over the tuning steps, lowered if needed so that the
         expected batch ``(1 + kappa) C Mbar`` stays below N / 10. Frozen after tuning.
     step_size : float, optional
-        Initial random-walk scale; default ``2.38 / sqrt(ndim * N)``, then tuned.
-    proposal_cov : array, optional
-        Proposal covariance (or its diagonal) in the transformed space; default identity.
+        Initial random-walk scale; default ``2.38 / sqrt(ndim)`` with the Laplace proposal
+        (``2.38 / sqrt(ndim * N)`` otherwise), then tuned.
+    proposal_cov : "laplace", None or array, default "laplace"
+        Proposal covariance (or its diagonal) in the transformed space. ``"laplace"``: the
+        covariance of the posterior's Laplace approximation (fitted on the full data at
+        construction), with each chain starting from a draw of it; ``None``: identity. See
+        :class:`~pymc_minibatch.step_methods.base.MetropolisStep`.
     target_accept : float, default 0.25
     fallback : bool, default True
         Take a full-data MH step when ``lambda >= N`` (exactness is kept, since ``lambda``
@@ -112,7 +116,7 @@ class TunaMH(BoundedMinibatchStep):
         control_variates="auto",
         chi=None,
         step_size=None,
-        proposal_cov=None,
+        proposal_cov="laplace",
         target_accept=0.25,
         fallback=True,
         model=None,
