@@ -264,7 +264,8 @@ def sample_particles(
         fit.preconditioner if precondition else identity_preconditioner(minibatch_model.ndim)
     )
     run = _ParticleRun(method, settings, gradients, preconditioner, schedule,
-                       _Batches(n_data, batch_size, rng), adagrad=bool(adagrad))  # fmt: skip
+                       _Batches(n_data, batch_size, rng), adagrad=bool(adagrad),
+                       coordinate_names=minibatch_model.coordinate_names())  # fmt: skip
     thetas, logp, history = run.run(thetas, n_steps, progressbar)
     elapsed = time.perf_counter() - started
 
@@ -295,9 +296,10 @@ class _ParticleRun:
     """The particle loop in preconditioned coordinates ``z`` (``theta = z L^T`` row-wise)."""
 
     def __init__(self, method, settings, gradients, preconditioner, schedule, batches,
-                 adagrad):  # fmt: skip
+                 adagrad, coordinate_names):  # fmt: skip
         self.method = method
         self.gradients = gradients
+        self.coordinate_names = coordinate_names
         self.schedule = schedule
         self.batches = batches
         self.adagrad = adagrad
@@ -394,10 +396,15 @@ class _ParticleRun:
     def _check_runaway(self, step, step_size, z, anchor):
         distance = float(np.max(np.abs(z - anchor)))
         if not distance <= RUNAWAY_DISTANCE:
+            # name the parameter that moved furthest, in its own (preconditioned) sds
+            scale = np.sqrt(np.sum(self.to_theta**2, axis=1))
+            moves = np.max(np.abs((z - anchor) @ self.to_theta.T), axis=0) / scale
+            worst = int(np.argmax(np.where(np.isnan(moves), np.inf, moves)))
             raise SamplerDivergenceError(
                 f"sample_particles({self.method!r}) diverged at step {step}: particles moved "
-                f"{distance:.3g} preconditioned units from their start with step size "
-                f"{step_size:g}. Pass a smaller step_size (e.g. {step_size / 10:g}) or a "
+                f"{distance:.3g} preconditioned units from their start, the furthest in "
+                f"'{self.coordinate_names[worst]}' ({moves[worst]:.3g} of its sds), with step "
+                f"size {step_size:g}. Pass a smaller step_size (e.g. {step_size / 10:g}) or a "
                 "larger batch_size."
             )
 

@@ -229,8 +229,11 @@ class SGMCMC(MinibatchStep):
         return f"{type(self).__name__} diverged at update {self.updates} of this chain ({phase})"
 
     def _largest_move(self):
-        """Which coordinate moved furthest from the anchor, in preconditioned units."""
-        moves = np.abs(self.dynamics.position - self.preconditioner.to_z(self.anchor))
+        """Which parameter moved furthest from the anchor, in its preconditioned sds."""
+        to_theta = self.preconditioner.to_theta
+        move = to_theta(self.dynamics.position) - self.anchor
+        scale = np.sqrt(np.sum(to_theta(np.eye(move.size)) ** 2, axis=1))  # sd of each theta_d
+        moves = np.abs(move) / scale
         if not np.any(np.isfinite(moves)):
             return ""
         index = int(np.nanargmax(np.where(np.isfinite(moves), moves, -np.inf)))
