@@ -32,7 +32,7 @@ from pymc_minibatch.kernels.preconditioning import (
     DENSE_MAX_DIM,
     DensePreconditioner,
     DiagonalPreconditioner,
-    estimate_preconditioner,
+    diagonal_preconditioner,
 )
 
 EIGENVALUE_FLOOR = 1e-10
@@ -117,7 +117,7 @@ def fit_laplace(minibatch_model, start=None, rng=None):
         rows = rng.choice(mm.n_data, size=min(mm.n_data, DIAGONAL_ROWS), replace=False)
         per_row = mm.grad_loglik(mode, rows, per_row=True)
         prior = _prior_curvature(mm, mode)
-        preconditioner = estimate_preconditioner(per_row, mm.n_data, prior, rng)
+        preconditioner = diagonal_preconditioner(per_row, mm.n_data, prior, rng)
         repaired = False
     return LaplaceFit(mode, preconditioner, repaired, counter.passes,
                       time.perf_counter() - started)  # fmt: skip
