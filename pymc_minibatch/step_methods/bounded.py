@@ -36,7 +36,8 @@ class BoundedMinibatchStep(MetropolisStep):
         "bound_ratio": (np.float64, []),
     }
 
-    def __init__(self, vars=None, *, bounds="auto", control_variates=False, model=None, **kwargs):
+    def __init__(self, vars=None, *, bounds="auto", control_variates="auto", model=None,
+                 **kwargs):  # fmt: skip
         super().__init__(vars, model=model, **kwargs)
         mm = self.minibatch_model
         self.bounds = resolve_bounds(bounds, mm, control_variates)
