@@ -1,0 +1,72 @@
+"""Every sampler x every zoo model, with defaults: one table of ok / refused / error.
+
+The zoo (``tests/zoo.py``) holds everyday PyMC models on 10^5 rows with reference
+posteriors; ``tests/zoo_samplers.py`` says how each sampler is run and judged. Run from the
+repository root::
+
+    python benchmarks/zoo.py                      # the whole table (about half an hour)
+    python benchmarks/zoo.py --samplers SGLD SVGD --models mixture
+    python benchmarks/zoo.py --details            # also each cell's errors and message
+
+A cell is ``ok`` (within the sampler's tolerance of the reference), ``refused`` (at
+construction, naming the observed variable and what is missing), ``inaccurate`` (ran, but
+missed the tolerance) or ``error`` (anything else, e.g. a divergence).
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import tests.zoo*
+
+from tests.zoo import ZOO  # noqa: E402
+from tests.zoo_samplers import SAMPLERS, run_cell  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samplers", nargs="+", default=SAMPLERS, choices=SAMPLERS)
+    parser.add_argument("--models", nargs="+", default=list(ZOO), choices=list(ZOO))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--details", action="store_true", help="print every cell's numbers")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    cells = {}
+    for model in args.models:
+        for sampler in args.samplers:
+            cell = run_cell(sampler, model, random_seed=args.seed)
+            cells[sampler, model] = cell
+            print(_detail(cell), flush=True)
+    print()
+    print(_table(cells, args.samplers, args.models))
+    if args.details:
+        print()
+        for cell in cells.values():
+            if cell.outcome != "ok":
+                print(f"{cell.sampler} x {cell.model}: {cell.message}")
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+def _detail(cell):
+    low, high = cell.sd_ratio
+    return (
+        f"{cell.sampler:>9} x {cell.model:<22} {cell.outcome:<10} {cell.seconds:6.1f} s  "
+        f"mean err {cell.mean_error:7.3g} sd ({cell.mean_error_mcse:6.3g} mcse)  "
+        f"sd ratio {low:5.3g}..{high:5.3g}  {cell.message[:120]}"
+    )
+
+
+def _table(cells, samplers, models):
+    width = max(len(m) for m in models)
+    header = " " * width + " | " + " | ".join(f"{s:>10}" for s in samplers)
+    lines = [header, "-" * len(header)]
+    for model in models:
+        row = " | ".join(f"{cells[s, model].outcome:>10}" for s in samplers)
+        lines.append(f"{model:<{width}} | {row}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

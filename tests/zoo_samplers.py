@@ -1,0 +1,170 @@
+"""Every sampler of the package on every zoo model (``tests/zoo.py``), with defaults.
+
+Each sampler gets only what it requires (``batch_size``, ``BATCH_SIZE`` rows, for the
+minibatch samplers that need one). A cell of the sampler x model table is
+
+- ``refused``: construction raised ``BoundsUnavailableError`` or ``NonFactorizableError``
+  (the message names the observed variable and what is missing);
+- ``ok``: the run finished and its draws are within the sampler's tolerance of the
+  model's reference (below);
+- ``inaccurate``: the run finished but missed the tolerance;
+- ``error``: anything else (a runtime divergence on these well-posed models is a defect);
+- ``unchecked``: MINT or CMINT ran to the end where no tempered reference exists.
+
+Tolerances, per scalar parameter in the constrained space:
+
+- exact samplers (TunaMH, TFMH, FlyMC, PoissonMH, FullMH): mean within ``4 sqrt(mcse^2 +
+  mcse_ref^2)`` of the reference mean;
+- SG-MCMC presets and SVGD: mean within 0.25 reference sd, sd within 25%;
+- w-SGLD, w-SGLD-B and pi-SGLD: mean within 0.25 reference sd and the sd ratio inside the
+  range their documentation states (``pmm.particles.DOCUMENTED_SD_RATIO``);
+- MINT and CMINT target the posterior raised to ``1/T`` (``T`` for batches of
+  ``BATCH_SIZE`` rows; slightly widened, see :class:`pymc_minibatch.MINT`): against a NUTS
+  reference of that tempered target (``tests/zoo_tempered.py``), the mean is within
+  ``0.1 sd + 4 sqrt(mcse^2 + mcse_ref^2)`` (0.1 sd for the widening) and the sd within
+  ``[0.8, 1.25]`` of the tempered sd. Where NUTS gives no reliable tempered reference the
+  cell is ``unchecked`` if the run finished.
+
+``python benchmarks/zoo.py`` prints the table; ``tests/statistical/test_zoo.py`` asserts it.
+"""
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+
+import pymc_minibatch as pmm
+from tests.mcse import mcse_mean
+from tests.zoo import ZOO, reference, scalar_draws
+from tests.zoo_tempered import tempered_reference
+
+#: Rows per batch for the samplers that need a batch size (5% of the zoo's 10^5 rows).
+BATCH_SIZE = 5000
+
+EXACT = {
+    "TunaMH": pmm.TunaMH,
+    "TFMH": pmm.TFMH,
+    "FlyMC": pmm.FlyMC,
+    "PoissonMH": pmm.PoissonMH,
+    "FullMH": pmm.FullMH,
+}
+TEMPERED = {"MINT": pmm.MINT, "CMINT": pmm.CMINT}
+STOCHASTIC_GRADIENT = {
+    "SGLD": pmm.SGLD,
+    "SGHMC": pmm.SGHMC,
+    "SGNHT": pmm.SGNHT,
+    "SGMGT": pmm.SGMGT,
+    "SGMGTD": pmm.SGMGTD,
+}
+PARTICLES = {"SVGD": "svgd", "w-SGLD": "wsgld", "w-SGLD-B": "wsgld_blob", "pi-SGLD": "pisgld"}
+SAMPLERS = [*EXACT, *TEMPERED, *STOCHASTIC_GRADIENT, *PARTICLES]
+
+#: ``pm.sample`` lengths (draws, tune) per kind of sampler, two chains each.
+EXACT_LENGTH = (2000, 1000)
+SG_LENGTH = (12_000, 500)
+#: Bias of MINT's mean allowed before Monte Carlo error, in tempered sds (its widening).
+TEMPERED_BIAS = 0.1
+REFUSALS = (pmm.BoundsUnavailableError, pmm.NonFactorizableError)
+
+
+@dataclass
+class Cell:
+    """One run: its outcome, a message, and the worst errors against the reference."""
+
+    sampler: str
+    model: str
+    outcome: str
+    seconds: float
+    message: str = ""
+    mean_error: float = np.nan
+    """Largest |mean - reference mean|, in reference sds."""
+    mean_error_mcse: float = np.nan
+    """Largest |mean - reference mean| beyond the allowed bias, in combined Monte Carlo
+    standard errors (exact and tempered samplers)."""
+    sd_ratio: tuple = (np.nan, np.nan)
+    """Smallest and largest sd / reference sd."""
+
+
+def run_cell(sampler, model_name, random_seed=1):
+    """Run ``sampler`` (a name in ``SAMPLERS``) on zoo model ``model_name``; return a Cell."""
+    started = time.perf_counter()
+    model = ZOO[model_name].build()
+    try:
+        with model, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # convergence chatter; the cell judges the draws
+            idata = _sample(sampler, model, random_seed)
+    except REFUSALS as err:
+        return Cell(sampler, model_name, "refused", time.perf_counter() - started,
+                    f"{type(err).__name__}: {err}")  # fmt: skip
+    except Exception as err:  # noqa: BLE001 - every other failure is an "error" cell
+        return Cell(sampler, model_name, "error", time.perf_counter() - started,
+                    f"{type(err).__name__}: {err}")  # fmt: skip
+    cell = _judge(sampler, model_name, idata)
+    cell.seconds = time.perf_counter() - started
+    return cell
+
+
+def _sample(sampler, model, random_seed):
+    common = {"chains": 2, "cores": 1, "random_seed": random_seed, "progressbar": False,
+              "compute_convergence_checks": False}  # fmt: skip
+    if sampler in EXACT:
+        draws, tune = EXACT_LENGTH
+        return pm.sample(step=EXACT[sampler](), draws=draws, tune=tune, **common)
+    if sampler == "MINT":
+        draws, tune = EXACT_LENGTH
+        return pm.sample(step=pmm.MINT(batch_size=BATCH_SIZE), draws=draws, tune=tune, **common)
+    if sampler == "CMINT":
+        step = pmm.CMINT(batch_size=BATCH_SIZE)
+        return pm.sample(step=step, draws=step.schedule_draws, tune=EXACT_LENGTH[1], **common)
+    if sampler in STOCHASTIC_GRADIENT:
+        draws, tune = SG_LENGTH
+        step = STOCHASTIC_GRADIENT[sampler](batch_size=BATCH_SIZE)
+        return pm.sample(step=step, draws=draws, tune=tune, **common)
+    return pmm.sample_particles(PARTICLES[sampler], random_seed=random_seed, progressbar=False)
+
+
+def _judge(sampler, model_name, idata):
+    draws = scalar_draws(idata)
+    if sampler in TEMPERED:
+        try:
+            ref, _ = tempered_reference(model_name)
+        except KeyError:  # not generated (benchmarks/zoo_tempered_reference.py)
+            ref = None
+        if ref is None:
+            message = "no reliable tempered reference (tests/zoo_tempered_reference.json)"
+            return Cell(sampler, model_name, "unchecked", 0.0, message)
+    else:
+        ref = reference(model_name)
+    mean_errors, mcse_errors, sd_ratios = [], [], []
+    for label, summary in ref.items():
+        values = draws[label]
+        mean_errors.append(abs(values.mean() - summary["mean"]) / summary["sd"])
+        sd_ratios.append(values.std() / summary["sd"])
+        if sampler in EXACT or sampler in TEMPERED:
+            slack = TEMPERED_BIAS * summary["sd"] if sampler in TEMPERED else 0.0
+            excess = max(abs(values.mean() - summary["mean"]) - slack, 0.0)
+            mcse_errors.append(excess / np.hypot(mcse_mean(values), summary["mcse_mean"]))
+    finite = all(np.all(np.isfinite(values)) for values in draws.values())
+    cell = Cell(
+        sampler, model_name, "ok", 0.0,
+        mean_error=float(np.max(mean_errors)),
+        mean_error_mcse=float(np.max(mcse_errors)) if mcse_errors else np.nan,
+        sd_ratio=(float(np.min(sd_ratios)), float(np.max(sd_ratios))),
+    )  # fmt: skip
+    if not (finite and _within_tolerance(sampler, cell)):
+        cell.outcome = "inaccurate"
+    return cell
+
+
+def _within_tolerance(sampler, cell):
+    low, high = cell.sd_ratio
+    if sampler in EXACT:
+        return cell.mean_error_mcse < 4.0
+    if sampler in TEMPERED:
+        return cell.mean_error_mcse < 4.0 and 0.8 <= low and high <= 1.25
+    if sampler in PARTICLES and PARTICLES[sampler] != "svgd":
+        low_bound, high_bound = pmm.particles.DOCUMENTED_SD_RATIO[PARTICLES[sampler]]
+        return cell.mean_error < 0.25 and low_bound <= low and high <= high_bound
+    return cell.mean_error < 0.25 and 0.75 <= low and high <= 1.25
