@@ -54,7 +54,8 @@ def _detail(cell):
     return (
         f"{cell.sampler:>9} x {cell.model:<22} {cell.outcome:<10} {cell.seconds:6.1f} s  "
         f"mean err {cell.mean_error:7.3g} sd ({cell.mean_error_mcse:6.3g} mcse)  "
-        f"sd ratio {low:5.3g}..{high:5.3g}  {cell.message[:120]}"
+        f"sd ratio {low:5.3g}..{high:5.3g} ({cell.sd_error_mcse:5.3g} mcse)  "
+        f"{cell.message[:120]}"
     )
 
 

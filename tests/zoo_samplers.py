@@ -22,7 +22,8 @@ Tolerances, per scalar parameter in the constrained space:
   ``BATCH_SIZE`` rows; slightly widened, see :class:`pymc_minibatch.MINT`): against a NUTS
   reference of that tempered target (``tests/zoo_tempered.py``), the mean is within
   ``0.1 sd + 4 sqrt(mcse^2 + mcse_ref^2)`` (0.1 sd for the widening) and the sd within
-  ``[0.8, 1.25]`` of the tempered sd. Where NUTS gives no reliable tempered reference the
+  ``20% + 4`` Monte Carlo standard errors of the sd (the chains mix slowly) of the tempered
+  sd. Where NUTS gives no reliable tempered reference the
   cell is ``unchecked`` if the run finished.
 
 ``python benchmarks/zoo.py`` prints the table; ``tests/statistical/test_zoo.py`` asserts it.
@@ -36,7 +37,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_minibatch as pmm
-from tests.mcse import mcse_mean
+from tests.mcse import mcse_mean, mcse_sd
 from tests.zoo import ZOO, reference, scalar_draws
 from tests.zoo_tempered import tempered_reference
 
@@ -85,6 +86,9 @@ class Cell:
     standard errors (exact and tempered samplers)."""
     sd_ratio: tuple = (np.nan, np.nan)
     """Smallest and largest sd / reference sd."""
+    sd_error_mcse: float = np.nan
+    """Largest |sd - reference sd| beyond 20%, in combined Monte Carlo standard errors of
+    the sd (tempered samplers)."""
 
 
 def run_cell(sampler, model_name, random_seed=1):
@@ -137,11 +141,14 @@ def _judge(sampler, model_name, idata):
             return Cell(sampler, model_name, "unchecked", 0.0, message)
     else:
         ref = reference(model_name)
-    mean_errors, mcse_errors, sd_ratios = [], [], []
+    mean_errors, mcse_errors, sd_ratios, sd_mcse_errors = [], [], [], []
     for label, summary in ref.items():
         values = draws[label]
         mean_errors.append(abs(values.mean() - summary["mean"]) / summary["sd"])
         sd_ratios.append(values.std() / summary["sd"])
+        if sampler in TEMPERED:  # a slowly mixing chain: the sd's own error counts
+            excess = max(abs(values.std() - summary["sd"]) - 0.2 * summary["sd"], 0.0)
+            sd_mcse_errors.append(excess / np.hypot(mcse_sd(values), summary["mcse_sd"]))
         if sampler in EXACT or sampler in TEMPERED:
             slack = TEMPERED_BIAS * summary["sd"] if sampler in TEMPERED else 0.0
             excess = max(abs(values.mean() - summary["mean"]) - slack, 0.0)
@@ -152,6 +159,7 @@ def _judge(sampler, model_name, idata):
         mean_error=float(np.max(mean_errors)),
         mean_error_mcse=float(np.max(mcse_errors)) if mcse_errors else np.nan,
         sd_ratio=(float(np.min(sd_ratios)), float(np.max(sd_ratios))),
+        sd_error_mcse=float(np.max(sd_mcse_errors)) if sd_mcse_errors else np.nan,
     )  # fmt: skip
     if not (finite and _within_tolerance(sampler, cell)):
         cell.outcome = "inaccurate"
@@ -163,7 +171,7 @@ def _within_tolerance(sampler, cell):
     if sampler in EXACT:
         return cell.mean_error_mcse < 4.0
     if sampler in TEMPERED:
-        return cell.mean_error_mcse < 4.0 and 0.8 <= low and high <= 1.25
+        return cell.mean_error_mcse < 4.0 and cell.sd_error_mcse < 4.0
     if sampler in PARTICLES and PARTICLES[sampler] != "svgd":
         low_bound, high_bound = pmm.particles.DOCUMENTED_SD_RATIO[PARTICLES[sampler]]
         return cell.mean_error < 0.25 and low_bound <= low and high <= high_bound
