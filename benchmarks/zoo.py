@@ -10,7 +10,9 @@ repository root::
 
 A cell is ``ok`` (within the sampler's tolerance of the reference), ``refused`` (at
 construction, naming the observed variable and what is missing), ``inaccurate`` (ran, but
-missed the tolerance) or ``error`` (anything else, e.g. a divergence).
+missed the tolerance), ``error`` (anything else, e.g. a divergence) or, for MINT and CMINT
+only, ``unchecked`` (ran, but ``tests/zoo_tempered_reference.json`` holds no reliable
+tempered reference for the model; every model has one at present).
 """
 
 import argparse

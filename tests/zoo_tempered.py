@@ -3,7 +3,13 @@
 ``tests/zoo_tempered_reference.json``, written by ``benchmarks/zoo_tempered_reference.py``,
 holds per zoo model the NUTS summaries (closed form for ``normal_mean``) of the posterior
 raised to ``1/T`` with untempered transform Jacobians, the target of ``pmm.MINT`` with
-``temper_prior=True``, for batches of ``batch_size`` rows (5000) and ``alpha`` 0.99.
+``temper_prior=True``, for batches of ``batch_size`` rows (5000) and ``alpha`` 0.99. All
+nine zoo models have one. ``varying_intercepts``' was sampled in another parametrisation
+(its entry's ``"parametrisation"`` says which), but every entry's parameters are the zoo
+model's free variables in the constrained space, labelled as ``tests.zoo.scalar_draws``
+labels a MINT run's draws (``"mu_a"``, ``"sigma_a"``, ``"a[0]"``, ...). A regeneration in
+which NUTS does not converge cleanly stores ``"unavailable"`` (the reason) instead of
+``"parameters"``; none does at present.
 """
 
 import json
@@ -30,9 +36,18 @@ def tempered_reference(name):
     temperature : float
         ``T`` of ``pymc_minibatch.kernels.mint.tempering_settings`` for the model's rows and
         the batch size and alpha stored at the file's top level.
+
+    Raises
+    ------
+    KeyError
+        If the file has no entry for ``name``.
+    ValueError
+        If the entry has neither ``"parameters"`` nor ``"unavailable"``.
     """
     models = json.loads(TEMPERED_REFERENCE_PATH.read_text())["models"]
     if name not in models:
         raise KeyError(f"no tempered reference for {name!r}; stored: {sorted(models)}")
     entry = models[name]
+    if "parameters" not in entry and "unavailable" not in entry:
+        raise ValueError(f"tempered reference of {name!r} has neither parameters nor a reason")
     return entry.get("parameters"), entry["temperature"]

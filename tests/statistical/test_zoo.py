@@ -18,12 +18,25 @@ _MODE_SEEKING = (
     "29-parameter posterior its means lie 0.29-0.35 sd from the posterior means, beyond the "
     "0.25 sd the issue asks"
 )
+_SLOW_MU_A = (
+    "tempering the prior too leaves mu_a close to its tempered prior (sd 344 in the NUTS "
+    "reference, 346 by a grid integral), 27 times the sqrt(T)-scaled Laplace sd (12.9) that "
+    "sets the random-walk proposal: moving 3-4 per step (MINT's tuned step size 0.21-0.31, "
+    "where CMINT's schedule starts), the chains do not cross mu_a's tempered range. "
+)
 #: Cells that miss their tolerance for a documented reason (expected to fail; a pass is
 #: reported as XPASS).
 KNOWN_DEVIATIONS = {
     ("w-SGLD", "varying_intercepts"): _MODE_SEEKING,
     ("w-SGLD-B", "varying_intercepts"): _MODE_SEEKING,
     ("pi-SGLD", "varying_intercepts"): _MODE_SEEKING,
+    ("MINT", "varying_intercepts"): _SLOW_MU_A
+    + "mu_a: ESS 3, sd 121 (ratio 0.35, 26 mcse beyond the 20% allowed) in 2 x 2000 draws; "
+    "ratio 0.46 and ESS 4 even in 2 x 40000. The other 28 scalars are within tolerance",
+    ("CMINT", "varying_intercepts"): _SLOW_MU_A
+    + "mu_a: ESS 2, sd 108 (ratio 0.31, 15 mcse beyond the 20% allowed) over the 2 x 10000 "
+    "draws of its schedule. The other 28 scalars are within tolerance, some only through "
+    "their large mcse (ESS 3-17; a[7]: sd ratio 0.47, 3.4 mcse)",
 }
 CELLS = [
     pytest.param(
