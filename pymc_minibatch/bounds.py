@@ -37,6 +37,7 @@ log-likelihood ``|y_i - x_i' beta| / b`` is ``||x_i|| / b``-Lipschitz in ``beta`
 import numpy as np
 
 from pymc_minibatch.kernels.alias import AliasTable
+from pymc_minibatch.kernels.pcn import cubic_metric
 
 
 class Bounds:
@@ -52,6 +53,10 @@ class Bounds:
     center : array_like, optional
         A point in ``theta``-space (typically the MAP): ``c`` then bounds the control-variate
         residuals with the Taylor metric above.
+    whiten : array_like, optional
+        With ``center``: ``c`` bounds second-order residuals, with the cubic metric in the
+        whitened coordinates ``z = whiten @ (theta - center)`` (see :func:`metric`); all
+        ``c`` may then be zero (a likelihood that is exactly quadratic).
 
     Examples
     --------
@@ -63,16 +68,19 @@ class Bounds:
     >>> bounds = Bounds(np.linalg.norm(X, axis=1), metric_vars=["beta"])
     """
 
-    def __init__(self, c, metric_vars=None, *, center=None, _metric_indices=None):
+    def __init__(self, c, metric_vars=None, *, center=None, whiten=None, _metric_indices=None):
         c = np.asarray(c, dtype=np.float64)
         if c.ndim != 1 or c.size == 0:
             raise ValueError(f"bounds c must be a 1-D array with one value per row, got {c.shape}")
-        if not np.all(np.isfinite(c)) or np.any(c < 0) or c.sum() <= 0:
+        if whiten is not None and center is None:
+            raise ValueError("bounds with whiten= need the center of the expansion")
+        if not np.all(np.isfinite(c)) or np.any(c < 0) or (c.sum() <= 0 and whiten is None):
             raise ValueError("bounds c must be finite, non-negative and not all zero")
         self.c = c
         self.total = float(c.sum())
         self.metric_vars = None if metric_vars is None else list(metric_vars)
         self.center = None if center is None else np.asarray(center, dtype=np.float64)
+        self.whiten = None if whiten is None else np.asarray(whiten, dtype=np.float64)
         self._metric_indices = _metric_indices
         self._alias = None
 
@@ -82,6 +90,11 @@ class Bounds:
         if self._alias is None:
             self._alias = AliasTable(self.c)
         return self._alias
+
+    @property
+    def order(self):
+        """Order of the control variates these bounds are for: 0 (none), 1 or 2."""
+        return 0 if self.center is None else 1 if self.whiten is None else 2
 
     def metric_indices(self, minibatch_model):
         """Indices of ``theta`` the metric runs over (``None``: all of them)."""
@@ -191,7 +204,9 @@ def metric(bounds, theta, theta2, indices=None):
     ----------
     bounds : Bounds
         Without ``center``, ``M`` is the Euclidean distance; with one, it is
-        ``||theta - theta'|| (||theta - center|| + ||theta' - center||) / 2``.
+        ``||theta - theta'|| (||theta - center|| + ||theta' - center||) / 2``; with ``whiten``
+        too, ``||z' - z|| (a^2 + a a' + a'^2)`` with ``z = whiten @ (theta - center)``,
+        ``a = ||z||`` and ``a' = ||z'||`` (over all coordinates).
     theta, theta2 : ndarray, shape (ndim,)
     indices : array of int, optional
         Coordinates to measure over (default: all).
@@ -209,7 +224,13 @@ def metric(bounds, theta, theta2, indices=None):
     >>> taylor = Bounds(np.ones(10), center=np.zeros(2))
     >>> metric(taylor, np.array([1.0, 0.0]), np.array([3.0, 0.0]))
     4.0
+    >>> cubic = Bounds(np.ones(10), center=np.zeros(2), whiten=np.eye(2))
+    >>> metric(cubic, np.array([1.0, 0.0]), np.array([3.0, 0.0]))
+    26.0
     """
+    if bounds.whiten is not None:
+        return cubic_metric(bounds.whiten @ (theta - bounds.center),
+                            bounds.whiten @ (theta2 - bounds.center))  # fmt: skip
     step = distance(theta, theta2, indices)
     if bounds.center is None:
         return step

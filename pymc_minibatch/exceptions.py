@@ -72,17 +72,18 @@ class BoundsUnavailableError(ValueError):
 
     Examples
     --------
-    A Normal likelihood has no per-row Lipschitz bound in its mean:
+    A Normal likelihood whose scale is sampled has no fixed per-row bound:
 
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> y = np.random.default_rng(0).normal(size=100)
     >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 1)
-    ...     obs = pm.Normal("y", mu, 1.0, observed=y)
+    ...     sigma = pm.HalfNormal("sigma", 1)
+    ...     obs = pm.Normal("y", mu, sigma, observed=y)
     >>> pmm.TunaMH(model=model)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    pymc_minibatch.exceptions.BoundsUnavailableError: cannot derive per-row bounds ...
+    pymc_minibatch.exceptions.BoundsUnavailableError: observed variable 'y' (NormalRV): its ...
     """
 
 

@@ -3,25 +3,31 @@
 If ``U_i(theta) = f(eta_i)`` with ``|f'| <= L_i`` and ``eta_i = a_i + x_i' theta`` linear in
 the sampled (transformed) parameters, then ``|U_i(theta) - U_i(theta')| <=
 L_i ||x_i|| ||theta - theta'||`` over the coordinates with a non-zero column of X (Zhang,
-Cooper & De Sa 2020, Section 5; ../shared/ALGORITHMS.md section 1). Supported families:
+Cooper & De Sa 2020, Section 5). Supported families, with ``|f^(k)| <= K_k`` the bounds on
+the k-th derivative in ``eta`` (``u = (y - eta) / s``):
 
-========================  =================  ==========================
-distribution              linear predictor   L_i
-========================  =================  ==========================
-Bernoulli(logit_p=eta)    eta                1
-StudentT(nu, mu=eta, s)   eta                (nu + 1) / (2 sqrt(nu) s)
-Laplace(mu=eta, b)        eta                1 / b
-Cauchy(alpha=eta, beta)   eta                1 / beta
-========================  =================  ==========================
+=======================  =======================  =================  =========================
+distribution             L_i = K_1                K_2                K_3
+=======================  =======================  =================  =========================
+Bernoulli(logit_p=eta)   1                        1/4                1 / (6 sqrt 3)
+StudentT(nu, mu=eta, s)  (nu+1) / (2 sqrt(nu) s)  (nu+1) / (nu s^2)  2 (nu+1) h / (nu^1.5 s^3)
+Cauchy(alpha=eta, beta)  1 / beta                 2 / beta^2         4 h / beta^3
+Laplace(mu=eta, b)       1 / b                    none (a kink)      none
+Normal(mu=eta, sigma)    none (unbounded)         1 / sigma^2        0
+=======================  =======================  =================  =========================
 
-with every parameter other than ``eta`` fixed (free of sampled variables). ``x_i`` is read
-numerically from the compiled graph (``eta`` at ``theta`` plus unit steps), and linearity
-is verified at random points; several observed variables on the same rows add up.
+with every parameter other than ``eta`` fixed (free of sampled variables) and
+``h = max_t |t (3 - t^2)| / (1 + t^2)^3 = 3/8 + sqrt(2)/4`` (at ``t = sqrt(2) - 1``; the
+Student-t's third derivative in ``u = sqrt(nu) t`` is ``2 (nu + 1) u (3 nu - u^2) /
+(nu + u^2)^3``). ``x_i`` is read numerically from the compiled graph (``eta`` at ``theta``
+plus unit steps), and linearity is verified at random points; several observed variables
+on the same rows add up.
 
-For control variates (bounds on Taylor residuals around a center) the second derivative
-must be bounded too, ``|f''| <= K_i``: 1/4 (Bernoulli-logit), ``(nu + 1) / (nu s^2)``
-(Student-t; its maximum is at zero residual), ``2 / beta^2`` (Cauchy); Laplace has a kink
-and gets none.
+``K_1`` gives plain bounds, ``K_2`` the bounds of first-order control variates (Taylor
+residuals around a center; Cornish et al. 2019, "Scalable Metropolis-Hastings for exact
+Bayesian inference with large datasets", ICML) and ``K_3`` those of second-order ones
+(:mod:`pymc_minibatch.model.taylor`). The predictor also carries ``f'(eta)`` and
+``f''(eta)`` as graphs, for the second-order expansion.
 
 For PoissonMH's global bounds the coefficients entering ``eta`` must range over a box:
 each needs a ``Uniform`` prior with fixed limits and ``default_transform=None`` (so that ``eta``
@@ -41,6 +47,7 @@ from pytensor.tensor.random.basic import (
     BernoulliRV,
     CauchyRV,
     LaplaceRV,
+    NormalRV,
     StudentTRV,
     UniformRV,
 )
@@ -48,7 +55,10 @@ from pytensor.tensor.random.basic import (
 from pymc_minibatch.bounds import Bounds, GlobalBounds
 from pymc_minibatch.exceptions import BoundsUnavailableError
 
-SUPPORTED = "Bernoulli(logit_p=...), StudentT, Laplace, Cauchy location regressions"
+SUPPORTED = (
+    "Bernoulli(logit_p=...), StudentT, Laplace, Cauchy location regressions, and Normal ones "
+    "with control variates"
+)
 
 
 class LinearPredictor(NamedTuple):
@@ -61,12 +71,30 @@ class LinearPredictor(NamedTuple):
     """``eta`` at ``theta = 0`` (measured as ``eta(theta0) - X theta0``), shape (N,)."""
     design: np.ndarray
     """``X``, shape (N, ndim): ``d eta_i / d theta``."""
-    lipschitz: np.ndarray
-    """``L_i``, shape (N,): bound on ``|f'(eta_i)|``."""
+    lipschitz: np.ndarray | None
+    """``L_i``, shape (N,): bound on ``|f'(eta_i)|``, or None where ``f'`` is unbounded."""
     curvature: np.ndarray | None
     """``K_i``, shape (N,): bound on ``|f''(eta_i)|``, or None where ``f`` has a kink."""
+    third: np.ndarray | None
+    """Bound on ``|f'''(eta_i)|``, shape (N,), or None where there is none."""
     observed: np.ndarray
     """The observed values, shape (N,)."""
+    slope: np.ndarray | None
+    """``d l_i / d eta_i`` at ``expansion_point`` (None without one), shape (N,)."""
+    second: np.ndarray | None
+    """``d^2 l_i / d eta_i^2`` at ``expansion_point`` (None without one), shape (N,)."""
+
+
+class _Family(NamedTuple):
+    """Graphs of one observed variable: its linear predictor, the bounds on the derivatives
+    of its log-likelihood in it (None where unbounded) and the first two derivatives."""
+
+    eta: object
+    lipschitz: object | None
+    curvature: object | None
+    third: object | None
+    slope: object
+    second: object
 
 
 LOCAL_BOUNDS_REMEDY = (
@@ -79,10 +107,14 @@ GLOBAL_BOUNDS_REMEDY = (
 )
 
 
-def linear_predictors(minibatch_model, random_seed=0, remedy=LOCAL_BOUNDS_REMEDY):
+def linear_predictors(
+    minibatch_model, random_seed=0, remedy=LOCAL_BOUNDS_REMEDY, expansion_point=None
+):
     """The linear predictors of every observed variable on the rows.
 
-    ``remedy`` ends a refusal: what the calling sampler accepts instead.
+    ``remedy`` ends a refusal: what the calling sampler accepts instead. With an
+    ``expansion_point`` (a ``theta``), each predictor also carries the first two derivatives
+    of its rows' log-likelihoods in ``eta`` there.
 
     Raises
     ------
@@ -93,23 +125,38 @@ def linear_predictors(minibatch_model, random_seed=0, remedy=LOCAL_BOUNDS_REMEDY
     mm = minibatch_model
     graph = mm._row_graph
     free_rvs = set(mm.model.free_RVs)
-    etas, lipschitz, curvature = [], [], []
-    for name, rv in zip(graph.row_term_names, graph.row_rvs, strict=True):
-        eta, constant, second = _family_predictor(name, rv, remedy)
-        if free_rvs & set(ancestors([constant])):
+    families = []
+    for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
+                               strict=True):  # fmt: skip
+        family = _family_predictor(name, rv, value, remedy)
+        constants = [c for c in (family.lipschitz, family.curvature, family.third) if c is not None]
+        if free_rvs & set(ancestors(constants)):
             raise BoundsUnavailableError(
                 f"observed variable '{name}' ({type(rv.owner.op).__name__}): its scale/shape "
                 "parameters depend on sampled variables, so no fixed Lipschitz constant "
                 f"exists; fix them or {remedy}"
             )
-        etas.append(eta)
-        lipschitz.append(constant)
-        curvature.append(pt.constant(np.nan) if second is None else second)
-    n_terms = len(etas)
-    evaluate = mm.compile_rows_function(etas + lipschitz + list(graph.row_values) + curvature)
+        families.append(family)
+    missing = pt.constant(np.nan)
+    fields = ("eta", "lipschitz", "curvature", "third", "slope", "second")
+    etas, lipschitz, curvature, third, slope, second = (
+        [missing if getattr(f, field) is None else getattr(f, field) for f in families]
+        for field in fields
+    )
+    evaluate = mm.compile_rows_function(
+        etas + lipschitz + curvature + third + list(graph.row_values) + slope + second
+    )
+    n_terms = len(families)
+
+    def output(values, kind, term):
+        array = values[kind * n_terms + term]
+        if 1 <= kind <= 3:  # bounds: None where the family has none
+            return None if np.isnan(array[0]) else np.abs(array)
+        return array
 
     theta0 = mm.initial_theta()
     base = evaluate(theta0)
+    at_expansion = None if expansion_point is None else evaluate(expansion_point)
     predictors = []
     for term, (name, rv) in enumerate(zip(graph.row_term_names, graph.row_rvs, strict=True)):
         design = np.empty((mm.n_data, mm.ndim))
@@ -122,46 +169,78 @@ def linear_predictors(minibatch_model, random_seed=0, remedy=LOCAL_BOUNDS_REMEDY
                 family=type(rv.owner.op),
                 offset=base[term] - design @ theta0,
                 design=design,
-                lipschitz=np.abs(base[n_terms + term]),
-                observed=base[2 * n_terms + term],
-                curvature=None
-                if np.isnan(base[3 * n_terms + term][0])
-                else np.abs(base[3 * n_terms + term]),
+                lipschitz=output(base, 1, term),
+                curvature=output(base, 2, term),
+                third=output(base, 3, term),
+                observed=output(base, 4, term),
+                slope=None if at_expansion is None else output(at_expansion, 5, term),
+                second=None if at_expansion is None else output(at_expansion, 6, term),
             )
         )
     return predictors
 
 
-def derive_bounds(minibatch_model, control_variates=False):
+def derive_bounds(minibatch_model, control_variates=0, center=None):
     """Bounds for the observed variables on the rows, over the coordinates that enter them.
 
-    Without control variates, ``c_i = sum_k L_ik ||x_ik||`` with the Euclidean metric. With
-    them, ``c_i = sum_k K_ik ||x_ik||^2`` for the Taylor residuals around the MAP (found
-    by L-BFGS on the full data), with the Taylor metric of :mod:`pymc_minibatch.bounds`.
+    With ``control_variates=0``, ``c_i = sum_k L_ik ||x_ik||`` with the Euclidean metric.
+    With ``1``, ``c_i = sum_k K_ik ||x_ik||^2`` for the first-order Taylor residuals around
+    ``center`` (default: the posterior mode, by L-BFGS on the full data), with the Taylor
+    metric of :mod:`pymc_minibatch.bounds`. Second order: :mod:`pymc_minibatch.model.taylor`.
 
     Raises
     ------
     BoundsUnavailableError
         If a likelihood is not one of the supported families (see the module docstring), or
-        with ``control_variates`` if one has no bounded second derivative (Laplace).
+        if one has no bounded derivative of the order needed (Laplace: no second, Normal: no
+        first).
     """
     c = np.zeros(minibatch_model.n_data)
     used = np.zeros(minibatch_model.ndim, dtype=bool)
     for predictor in linear_predictors(minibatch_model):
         norms = np.linalg.norm(predictor.design, axis=1)
-        if not control_variates:
-            c += predictor.lipschitz * norms
-        elif predictor.curvature is None:
-            raise BoundsUnavailableError(
-                f"observed variable '{predictor.name}' ({predictor.family.__name__}) has no "
-                "bounded second derivative, so control-variate bounds do not apply; use "
-                "control_variates=False"
-            )
-        else:
-            c += predictor.curvature * norms**2
+        bound = require_bound(predictor, control_variates + 1)
+        c += bound * norms ** (control_variates + 1)
         used |= np.any(predictor.design != 0.0, axis=0)
-    center = minibatch_model.find_map() if control_variates else None
-    return Bounds(c, center=center, _metric_indices=np.flatnonzero(used))
+    if control_variates and center is None:
+        center = minibatch_model.find_map()
+    return Bounds(c, center=center if control_variates else None,
+                  _metric_indices=np.flatnonzero(used))  # fmt: skip
+
+
+#: What each order of control variates needs, and what to do without it.
+_DERIVATIVE_NEEDED = {
+    1: (
+        "first",
+        "its log-likelihood is unbounded in the linear predictor",
+        "TunaMH or TFMH with control_variates=1 or 2 ('auto' picks them)",
+    ),
+    2: ("second", "it has a kink", "control_variates=0"),
+    3: ("third", "it has a kink", "control_variates=0 or 1"),
+}
+
+
+def require_bound(predictor, derivative):
+    """``predictor``'s bound on the ``derivative``-th derivative (1, 2 or 3) of its rows'
+    log-likelihood in ``eta``.
+
+    Raises
+    ------
+    BoundsUnavailableError
+        Naming the observed variable, when the family has no such bound.
+    """
+    bound = (predictor.lipschitz, predictor.curvature, predictor.third)[derivative - 1]
+    if bound is None:
+        ordinal, why, instead = _DERIVATIVE_NEEDED[derivative]
+        order = derivative - 1
+        raise BoundsUnavailableError(
+            f"observed variable '{predictor.name}' ({predictor.family.__name__}) has no bounded "
+            f"{ordinal} derivative ({why}), so "
+            + ("plain bounds do not apply" if order == 0 else
+               f"bounds for control variates of order {order} do not apply")
+            + f"; use {instead}"
+        )  # fmt: skip
+    return bound
 
 
 def derive_global_bounds(minibatch_model):
@@ -185,7 +264,7 @@ def derive_global_bounds(minibatch_model):
     half_width = np.zeros(mm.n_data)
     for predictor in predictors:
         eta_half_width = 0.5 * np.abs(predictor.design[:, used]) @ (high - low)[used]
-        half_width += predictor.lipschitz * eta_half_width
+        half_width += require_bound(predictor, 1) * eta_half_width
     loglik_center = mm.loglik(center, np.arange(mm.n_data))
     return GlobalBounds(loglik_center - half_width, loglik_center + half_width)
 
@@ -223,10 +302,16 @@ def _support_box(minibatch_model, used, observed_names):
     return low, high
 
 
-def _family_predictor(name, rv, remedy):
+#: ``max_t |t (3 - t^2)| / (1 + t^2)^3``: with it, the Student-t third derivative's bound.
+STUDENT_T_THIRD = 3.0 / 8.0 + np.sqrt(2.0) / 4.0
+
+
+def _family_predictor(name, rv, value, remedy):
+    """The :class:`_Family` of observed variable ``name`` (``value``: its observed rows)."""
     op = rv.owner.op
     # float64 throughout: PyTensor stores integral constants as int8, and sqrt(int8) is float32
     params = [pt.cast(p, "float64") for p in op.dist_params(rv.owner)]
+    y = pt.cast(value, "float64")
     if isinstance(op, BernoulliRV):
         (p,) = op.dist_params(rv.owner)
         if p.owner is None or not (
@@ -236,19 +321,44 @@ def _family_predictor(name, rv, remedy):
                 f"observed variable '{name}' is Bernoulli but not parametrised by logit_p "
                 f"(or p = invlogit(eta)); auto bounds need the logit link, or {remedy}"
             )
-        return p.owner.inputs[0], pt.constant(1.0), pt.constant(0.25)
+        eta = p.owner.inputs[0]
+        prob = pt.sigmoid(pt.cast(eta, "float64"))
+        return _Family(eta, pt.constant(1.0), pt.constant(0.25),
+                       pt.constant(1.0 / (6.0 * np.sqrt(3.0))), y - prob,
+                       -prob * (1.0 - prob))  # fmt: skip
     if isinstance(op, StudentTRV):
         nu, mu, sigma = params
-        return mu, (nu + 1.0) / (2.0 * pt.sqrt(nu) * sigma), (nu + 1.0) / (nu * sigma**2)
-    if isinstance(op, LaplaceRV):
-        mu, b = params
-        return mu, 1.0 / b, None
+        return _student_t(op.dist_params(rv.owner)[1], nu, sigma, y)
     if isinstance(op, CauchyRV):
         alpha, beta = params
-        return alpha, 1.0 / beta, 2.0 / beta**2
+        return _student_t(op.dist_params(rv.owner)[0], pt.constant(1.0), beta, y)
+    if isinstance(op, LaplaceRV):
+        mu, b = params
+        sign = pt.sign(y - mu)
+        return _Family(op.dist_params(rv.owner)[0], 1.0 / b, None, None, sign / b,
+                       pt.zeros_like(mu))  # fmt: skip
+    if isinstance(op, NormalRV):
+        mu, sigma = params
+        return _Family(op.dist_params(rv.owner)[0], None, 1.0 / sigma**2,
+                       pt.zeros_like(sigma), (y - mu) / sigma**2,
+                       -pt.ones_like(mu) / sigma**2)  # fmt: skip
     raise BoundsUnavailableError(
         f"cannot derive per-row bounds for observed variable '{name}' "
         f"({type(op).__name__}): supported are {SUPPORTED}; {remedy}"
+    )
+
+
+def _student_t(eta, nu, scale, y):
+    """Student-t location family in ``eta`` (Cauchy: ``nu = 1``); ``u = (y - eta) / scale``,
+    ``l = -(nu + 1) / 2 log(1 + u^2 / nu)``."""
+    u = (y - pt.cast(eta, "float64")) / scale
+    return _Family(
+        eta,
+        (nu + 1.0) / (2.0 * pt.sqrt(nu) * scale),
+        (nu + 1.0) / (nu * scale**2),
+        2.0 * (nu + 1.0) * STUDENT_T_THIRD / (nu**1.5 * scale**3),
+        (nu + 1.0) * u / (scale * (nu + u**2)),
+        -(nu + 1.0) * (nu - u**2) / (scale**2 * (nu + u**2) ** 2),
     )
 
 

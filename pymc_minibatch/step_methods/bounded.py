@@ -2,31 +2,56 @@
 
 import numpy as np
 from pymc.blocking import RaveledVars
+from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch.bounds import Bounds, metric
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
+from pymc_minibatch.kernels.pcn import (
+    RHO_CANDIDATES,
+    RhoSearch,
+    pcn_propose,
+    rho_search_best,
+    rho_search_candidate,
+    rho_search_init,
+    rho_search_update,
+)
 from pymc_minibatch.kernels.random_walk import propose
 from pymc_minibatch.kernels.tuna import RowBounds
-from pymc_minibatch.model.lipschitz import derive_bounds
-from pymc_minibatch.step_methods.base import MetropolisStep
+from pymc_minibatch.model.lipschitz import derive_bounds, linear_predictors
+from pymc_minibatch.model.taylor import second_order_bounds
+from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
+from pymc_minibatch.step_methods.residuals import (
+    FirstOrderResiduals,
+    PlainRows,
+    SecondOrderResiduals,
+)
 
 #: Relative slack when checking |Delta_i| <= c_i m (rounding in the log-densities).
 BOUND_TOLERANCE = 1e-7
+PROPOSALS = ("auto", "rw", "pcn")
+
+
+@dataclass_state
+class BoundedStepState(MetropolisStepState):
+    rho: float
+    rho_search: RhoSearch
 
 
 class BoundedMinibatchStep(MetropolisStep):
-    """Random-walk proposal, bounds ``c_i`` with metric ``M``, and an exact prior term.
+    """A proposal, bounds ``c_i`` with metric ``M``, row terms, and an exact prior term.
 
-    With control-variate bounds (``bounds.center`` set), the row terms the kernel sees are
-    the residuals ``r_i(theta) = l_i(theta) - grad l_i(center) . (theta - center)``, and
-    their linear remainder ``G . (theta' - theta)``, with ``G`` the full-data gradient at the
-    center, joins the exact part of the acceptance ratio.
+    The row terms are the log-likelihoods, or with control variates of order 1 or 2 their
+    residuals around the posterior mode (:mod:`pymc_minibatch.step_methods.residuals`),
+    whose summed expansions join the exact part of the acceptance ratio. The proposal is a
+    Gaussian random walk (``"rw"``) or, with second-order control variates, a preconditioned
+    Crank–Nicolson move reversible for the Laplace approximation (``"pcn"``,
+    :mod:`pymc_minibatch.kernels.pcn`), whose log-density then also enters the exact part.
 
     Subclasses implement ``decide(theta, proposal, exact_diff, m, row_pair, full_diff)``
     (``exact_diff``: the log-ratio terms computed exactly; ``row_pair(idx)``: the row terms
-    at both points; ``full_diff()``: the exact full-data log-likelihood difference),
-    returning a kernel ``Info`` with at least ``accept``, ``accepted``, ``nonfinite`` and
-    ``bound_ratio``, and ``info_stats(info)`` for their extra statistics.
+    at both points; ``full_diff()``: the exact full-data difference of the row terms),
+    returning a kernel ``Info`` with at least ``accept``, ``accepted``, ``nonfinite``,
+    ``bound_ratio`` and ``batch_size``, and ``info_stats(info)`` for their extra statistics.
     """
 
     stats_dtypes_shapes = {
@@ -34,20 +59,57 @@ class BoundedMinibatchStep(MetropolisStep):
         "batch_size": (np.int64, []),
         "expected_batch_size": (np.float64, []),
         "bound_ratio": (np.float64, []),
+        "control_variates": (np.int64, []),
+        "rho": (np.float64, []),
     }
+    _state_class = BoundedStepState
 
-    def __init__(self, vars=None, *, bounds="auto", control_variates="auto", model=None,
-                 **kwargs):  # fmt: skip
-        super().__init__(vars, model=model, **kwargs)
+    def __init__(self, vars=None, *, bounds="auto", control_variates="auto", proposal="auto",
+                 rho=None, proposal_cov="laplace", model=None, **kwargs):  # fmt: skip
+        if proposal not in PROPOSALS:
+            raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}")
+        if rho is not None and not (np.isfinite(rho) and 0.0 <= rho < 1.0):
+            raise ValueError(f"rho must lie in [0, 1) or be None (tuned), got {rho}")
+        self.fixed_rho = None if rho is None else float(rho)
+        super().__init__(vars, proposal_cov=proposal_cov, model=model, **kwargs)
         mm = self.minibatch_model
-        self.bounds = resolve_bounds(bounds, mm, control_variates)
+        self.bounds, self.residuals = resolve_bounds(bounds, mm, control_variates)
         self.metric_indices = self.bounds.metric_indices(mm)
-        center = self.bounds.center
-        self.center_gradient = (
-            None
-            if center is None
-            else mm.logp_and_grad(center)[1] - mm.logprior_and_grad(center)[1]
+        if proposal == "auto":
+            laplace_ready = self.laplace is not None
+            proposal = "pcn" if self.residuals.order == 2 and laplace_ready else "rw"
+        if proposal == "pcn":
+            if self.residuals.order != 2:
+                raise ValueError(
+                    "proposal='pcn' needs control_variates=2: the pCN move is reversible for "
+                    "the Laplace approximation, and only second-order control variates take "
+                    "that approximation out of the subsampled part of the acceptance ratio"
+                )
+            if self.laplace is None:
+                raise ValueError("proposal='pcn' moves with the Laplace covariance: leave "
+                                 "proposal_cov='laplace'")  # fmt: skip
+        self.proposal = proposal
+        self.reset_tuning()
+
+    def __repr__(self):
+        rho = "tuned" if self.fixed_rho is None else self.fixed_rho
+        extra = f", rho={rho}" if self.proposal == "pcn" else ""
+        return (
+            f"{type(self).__name__}(control_variates={self.residuals.order}, "
+            f"proposal={self.proposal!r}{extra})"
         )
+
+    def reset_tuning(self):
+        super().reset_tuning()
+        self.rho_search = rho_search_init()
+        self.rho = RHO_CANDIDATES[0] if self.fixed_rho is None else self.fixed_rho
+        if getattr(self, "proposal", None) == "pcn":
+            self._set_rho(self.rho)
+
+    def stop_tuning(self):
+        if self.tune and getattr(self, "proposal", None) == "pcn" and self.fixed_rho is None:
+            self._set_rho(RHO_CANDIDATES[rho_search_best(self.rho_search)])
+        super().stop_tuning()
 
     def row_bounds(self):
         return RowBounds(self.bounds.c, self.bounds.total, self.bounds.alias_table.sample)
@@ -56,24 +118,21 @@ class BoundedMinibatchStep(MetropolisStep):
         q0 = self.chain_start(q0)
         model = self.minibatch_model
         theta = q0.data
-        proposal = propose(self.rng, theta, self.step_size, self.proposal_chol)
+        searching = self._search_candidate()
+        if searching is not None:
+            self._set_rho(RHO_CANDIDATES[searching])
+        proposal, exact_diff = self._propose(theta)
         m = metric(self.bounds, theta, proposal, self.metric_indices)
         logprior_current = self._current_logprior(theta)
         logprior_proposal = model.logprior(proposal)
-        exact_diff = logprior_proposal - logprior_current
-        if self.center_gradient is not None:
-            exact_diff += float(self.center_gradient @ (proposal - theta))
+        remainder = self.residuals.remainder(theta, proposal)
+        exact_diff += logprior_proposal - logprior_current + remainder
 
         def row_pair(idx):
-            current, proposed = model.loglik_pair(theta, proposal, idx)
-            if self.center_gradient is not None:
-                proposed = proposed - model.directional_grad_loglik(
-                    self.bounds.center, proposal - theta, idx
-                )
-            return current, proposed
+            return self.residuals.row_pair(theta, proposal, idx)
 
         def full_diff():
-            return model.full_loglik(proposal) - model.full_loglik(theta)
+            return model.full_loglik(proposal) - model.full_loglik(theta) - remainder
 
         info = self.decide(theta, proposal, exact_diff, m, row_pair, full_diff)
         if info.bound_ratio > 1.0 + BOUND_TOLERANCE:
@@ -87,13 +146,49 @@ class BoundedMinibatchStep(MetropolisStep):
             "batch_size": info.batch_size,
             "expected_batch_size": info.expected_batch_size,
             "bound_ratio": info.bound_ratio,
+            "control_variates": self.residuals.order,
+            "rho": self.rho if self.proposal == "pcn" else np.nan,
             **self.info_stats(info),
         }
+        if searching is not None:
+            expansion = self.residuals.expansion
+            jump = expansion.whitened(proposal) - expansion.whitened(theta)
+            self.rho_search = rho_search_update(
+                self.rho_search, searching, info.accept, float(jump @ jump), info.batch_size
+            )
         if info.accepted:
             theta = proposal
             self._last_logprior = (proposal, logprior_proposal)
-        self.adapt_step_size(info.accept)
+        if self.proposal == "rw":
+            self.adapt_step_size(info.accept)
         return RaveledVars(theta, q0.point_map_info), [stats]
+
+    def _propose(self, theta):
+        """A proposal and its part of the exact log-ratio: the proposal densities' ratio
+        ``log q(theta | theta') - log q(theta' | theta)``, zero for the random walk; for pCN,
+        reversible for ``pi_hat = N(center, L L')``, ``log pi_hat(theta) - log pi_hat(theta')``."""
+        if self.proposal == "rw":
+            return propose(self.rng, theta, self.step_size, self.proposal_chol), 0.0
+        expansion = self.residuals.expansion
+        proposal = pcn_propose(self.rng, theta, expansion.center, self.proposal_chol, self.rho)
+        z, z2 = expansion.whitened(theta), expansion.whitened(proposal)
+        return proposal, 0.5 * float(z2 @ z2 - z @ z)
+
+    def _search_candidate(self):
+        """The candidate rho to run at this step while the search lasts, else None."""
+        if self.proposal != "pcn" or self.fixed_rho is not None or not self.tune:
+            return None
+        return rho_search_candidate(self.rho_search)
+
+    def _set_rho(self, rho):
+        if rho != self.rho:
+            self.rho = rho
+            self.proposal_changed()
+        # the pCN innovation's scale, in Laplace sds: the analogue of a random walk's step
+        self.step_size = float(np.sqrt(1.0 - rho * rho))
+
+    def proposal_changed(self):
+        """Called when the pCN correlation changes while tuning (subclasses re-tune)."""
 
     def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff):
         raise NotImplementedError
@@ -112,32 +207,75 @@ class BoundedMinibatchStep(MetropolisStep):
         return value
 
 
-def resolve_bounds(bounds, minibatch_model, control_variates=False):
-    """``"auto"`` -> derived bounds; a :class:`Bounds` is checked against the model.
+def resolve_bounds(bounds, minibatch_model, control_variates="auto"):
+    """The bounds and the row terms they hold for.
 
-    ``control_variates``: True, False, or "auto" (with them where every likelihood has a
-    bounded second derivative, without them otherwise).
+    Parameters
+    ----------
+    bounds : "auto" or Bounds
+        ``"auto"`` derives them from the model; a :class:`Bounds` is checked against it
+        (with a ``center``: first-order residuals around it).
+    minibatch_model : MinibatchModel
+    control_variates : {"auto", 0, 1, 2}
+        Order of the Taylor control variates with ``bounds="auto"`` (``True``/``False``
+        mean 1/0). ``"auto"``: 2 where every likelihood has a bounded third derivative, the
+        Laplace approximation's curvature is positive definite and the step samples every
+        free variable; else 1 where every likelihood has a bounded second derivative; else 0.
+
+    Returns
+    -------
+    (Bounds, PlainRows or FirstOrderResiduals or SecondOrderResiduals)
     """
-    if isinstance(bounds, str) and bounds == "auto":
-        if control_variates == "auto":
-            try:
-                return derive_bounds(minibatch_model, control_variates=True)
-            except BoundsUnavailableError as err:
-                if "second derivative" not in str(err):
-                    raise
-                return derive_bounds(minibatch_model, control_variates=False)
-        return derive_bounds(minibatch_model, control_variates=bool(control_variates))
+    mm = minibatch_model
     if isinstance(bounds, Bounds):
-        if bounds.c.shape != (minibatch_model.n_data,):
+        if bounds.c.shape != (mm.n_data,):
             raise ValueError(
-                f"bounds.c has {bounds.c.size} values but the model has "
-                f"{minibatch_model.n_data} rows"
+                f"bounds.c has {bounds.c.size} values but the model has {mm.n_data} rows"
             )
-        return bounds
+        if bounds.order == 2:
+            raise ValueError("user bounds for second-order residuals are not supported: use "
+                             "bounds='auto' with control_variates=2")  # fmt: skip
+        if bounds.order == 1:
+            return bounds, FirstOrderResiduals(mm, bounds.center)
+        return bounds, PlainRows(mm)
     if bounds is None:
         raise BoundsUnavailableError(
             "this sampler needs per-row bounds c_i with |U_i(theta) - U_i(theta')| <= c_i "
             "||theta - theta'||: pass bounds='auto' (supported GLM likelihoods) or "
             "pmm.bounds.Bounds(c, metric_vars=...)"
         )
-    raise TypeError(f"bounds must be 'auto' or a pmm.bounds.Bounds, got {bounds!r}")
+    if not (isinstance(bounds, str) and bounds == "auto"):
+        raise TypeError(f"bounds must be 'auto' or a pmm.bounds.Bounds, got {bounds!r}")
+    if isinstance(control_variates, str) and control_variates == "auto":
+        order = _automatic_order(mm)
+    elif control_variates in (0, 1, 2) and not isinstance(control_variates, float):
+        order = int(control_variates)
+    else:
+        raise ValueError(f"control_variates must be 'auto', 0, 1 or 2, got {control_variates!r}")
+    if order == 2:
+        if mm.shared:
+            raise ValueError(
+                "control_variates=2 needs the step to sample every continuous free variable "
+                f"(the expansion is taken at the joint mode); {sorted(mm.shared)} are left out"
+            )
+        laplace = mm.laplace()
+        bounds, expansion = second_order_bounds(mm, laplace)
+        return bounds, SecondOrderResiduals(mm, expansion)
+    center = mm.laplace().mode if order == 1 else None
+    bounds = derive_bounds(mm, order, center=center)
+    return bounds, (FirstOrderResiduals(mm, center) if order == 1 else PlainRows(mm))
+
+
+def _automatic_order(minibatch_model):
+    """The highest order of control variates the model's likelihoods allow (see
+    :func:`resolve_bounds`)."""
+    predictors = linear_predictors(minibatch_model)  # refuses unsupported likelihoods
+    if (
+        all(p.third is not None for p in predictors)
+        and not minibatch_model.shared
+        and not minibatch_model.laplace().repaired
+    ):
+        return 2
+    if all(p.curvature is not None for p in predictors):
+        return 1
+    return 0

@@ -4,8 +4,7 @@ import numpy as np
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch.kernels.tuna import tuna_step
-from pymc_minibatch.step_methods.base import MetropolisStepState
-from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep
+from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep, BoundedStepState
 
 #: chi is tuned so that kappa = chi * C * E[m] equals this (lambda ~ (1 + kappa) C E[m]).
 #: ../shared/ALGORITHMS.md §1: acceptance collapses for kappa << 1; the cost per effective
@@ -16,7 +15,7 @@ MAX_BATCH_FRACTION = 0.1
 
 
 @dataclass_state
-class TunaMHState(MetropolisStepState):
+class TunaMHState(BoundedStepState):
     chi: float
     mean_metric: float | None
 
@@ -114,6 +113,8 @@ class TunaMH(BoundedMinibatchStep):
         *,
         bounds="auto",
         control_variates="auto",
+        proposal="auto",
+        rho=None,
         chi=None,
         step_size=None,
         proposal_cov="laplace",
@@ -131,6 +132,8 @@ class TunaMH(BoundedMinibatchStep):
             vars,
             bounds=bounds,
             control_variates=control_variates,
+            proposal=proposal,
+            rho=rho,
             step_size=step_size,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
@@ -144,8 +147,13 @@ class TunaMH(BoundedMinibatchStep):
         self.mean_metric = None
         self.chi = self.fixed_chi
 
+    def proposal_changed(self):
+        self.mean_metric = None  # M's scale changes with the pCN correlation: tune chi anew
+
     def _tuned_chi(self):
         floor = self.bounds.total * self.mean_metric  # C Mbar: the batch when chi = 0
+        if floor == 0.0:  # exactly quadratic likelihoods: no row is ever drawn
+            return 1.0
         kappa = min(TARGET_KAPPA, MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
         return max(kappa, 0.1) / floor
 

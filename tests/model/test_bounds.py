@@ -11,6 +11,7 @@ RNG = np.random.default_rng(5)
 X = RNG.normal(size=(400, 3))
 Y_BINARY = (RNG.random(400) < 0.5).astype("int64")
 Y_REAL = X @ np.array([1.0, -1.0, 0.5]) + RNG.standard_t(4, size=400)
+Y_INT = np.arange(400) % 5
 
 
 def _bounds(model):
@@ -66,7 +67,10 @@ def test_derived_bounds_hold_at_random_points():
 @pytest.mark.parametrize(
     "build, message",
     [
-        (lambda: pm.Normal("y", X @ pm.Normal("b", 0, 1, shape=3), 1.0, observed=Y_REAL), "Normal"),
+        (
+            lambda: pm.Poisson("y", pm.math.exp(X @ pm.Normal("b", 0, 1, shape=3)), observed=Y_INT),
+            "PoissonRV",
+        ),
         (
             lambda: pm.StudentT(
                 "y",
@@ -119,3 +123,16 @@ def test_too_small_user_bound_raises_violation():
         with pytest.raises(pmm.BoundViolationError, match="bounds are too small"):
             for _ in range(50):
                 point, _ = step.step(point)
+
+
+def test_normal_likelihood_needs_control_variates():
+    """A Normal log-likelihood is quadratic in its mean: no plain (Lipschitz) bound exists."""
+    with pm.Model():
+        pm.Normal("y", X @ pm.Normal("b", 0, 1, shape=3), 1.0, observed=Y_REAL)
+        with pytest.raises(pmm.BoundsUnavailableError, match="'y' .NormalRV. has no bounded first"):
+            pmm.TunaMH(control_variates=0)
+    with pm.Model():
+        b = pm.Uniform("b", -1, 1, shape=3, default_transform=None)
+        pm.Normal("y", X @ b, 1.0, observed=Y_REAL)
+        with pytest.raises(pmm.BoundsUnavailableError, match="'y' .NormalRV. has no bounded first"):
+            pmm.PoissonMH()

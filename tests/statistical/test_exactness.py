@@ -12,7 +12,9 @@ from scipy import special, stats
 
 import pymc_minibatch as pmm
 import pymc_minibatch.kernels.tuna as tuna_kernel
+import pymc_minibatch.step_methods.bounded as bounded
 from pymc_minibatch._compat import posterior
+from pymc_minibatch.model.taylor import SecondOrderExpansion
 from tests.quadrature import GridMarginal, agreement, grid_marginals_2d
 
 # (step factory, draws per chain): TFMH's factorised acceptance forces far smaller steps
@@ -62,6 +64,23 @@ def _logistic_problem(box=None):
         eta = b0[..., None] * X[rows, 0] + b1[..., None] * X[rows, 1]
         log_post += np.sum(y[rows] * eta - np.logaddexp(0.0, eta), axis=-1)
     return model, {"beta": list(grid_marginals_2d(grid0, grid1, log_post))}, {"beta": [0.7, -0.4]}
+
+
+def _student_t_problem():
+    """Robust regression, Student-t rows with fixed nu = 4 and scale 1 (order 2 applies)."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(2000, 2))
+    y = X @ np.array([0.6, -0.3]) + rng.standard_t(4, size=2000)
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 3.0, shape=2)
+        pm.StudentT("y", nu=4.0, mu=X @ beta, sigma=1.0, observed=y)
+    grid0, grid1 = np.linspace(0.45, 0.75, 281), np.linspace(-0.45, -0.15, 281)
+    b0, b1 = np.meshgrid(grid0, grid1, indexing="ij")
+    log_post = stats.norm.logpdf(b0, 0, 3) + stats.norm.logpdf(b1, 0, 3)
+    for rows in np.array_split(np.arange(y.size), 10):
+        residual = y[rows] - (b0[..., None] * X[rows, 0] + b1[..., None] * X[rows, 1])
+        log_post += np.sum(stats.t.logpdf(residual, 4.0), axis=-1)
+    return model, {"beta": list(grid_marginals_2d(grid0, grid1, log_post))}, {"beta": [0.6, -0.3]}
 
 
 BOUNDED_PROBLEMS = {
@@ -130,6 +149,45 @@ def test_smh_matches_quadrature_on_logistic():
     )
     assert pvalue > 0.01
     assert mean_error < 4.0
+
+
+SECOND_ORDER_PROBLEMS = {"logistic": _logistic_problem, "student_t": _student_t_problem}
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5])
+@pytest.mark.parametrize("name", sorted(SECOND_ORDER_PROBLEMS))
+def test_second_order_pcn_matches_quadrature(name, rho):
+    """TunaMH on second-order residuals with a pCN proposal (rho = 0: the independence
+    sampler from the Laplace approximation)."""
+    factory = lambda: pmm.TunaMH(control_variates=2, proposal="pcn", rho=rho)  # noqa: E731
+    pvalue, mean_error = _worst(SECOND_ORDER_PROBLEMS[name](), factory, 6000)
+    assert pvalue > 0.01
+    assert mean_error < 4.0
+
+
+def test_smh2_matches_quadrature_on_student_t():
+    """TFMH on second-order residuals (SMH-2) with the random walk."""
+    factory = lambda: pmm.TFMH(control_variates=2, proposal="rw")  # noqa: E731
+    pvalue, mean_error = _worst(_student_t_problem(), factory, 6000)
+    assert pvalue > 0.01
+    assert mean_error < 4.0
+
+
+def test_second_order_without_the_quadratic_row_term_fails(monkeypatch):
+    """Negative control: the rows' expansions lose their quadratic term while the exact
+    part keeps it (the bound check, which would stop such a run, is switched off)."""
+    monkeypatch.setattr(bounded, "BOUND_TOLERANCE", np.inf)
+    monkeypatch.setattr(SecondOrderExpansion, "row_difference", _linear_row_difference)
+    factory = lambda: pmm.TunaMH(control_variates=2, proposal="pcn", rho=0.0)  # noqa: E731
+    pvalue, mean_error = _worst(_logistic_problem(), factory, 6000)
+    assert pvalue < 0.01 or mean_error > 4.0
+
+
+def _linear_row_difference(self, theta, theta2, idx):
+    difference = np.zeros(len(idx))
+    for design, slope in zip(self.designs, self.slopes, strict=True):
+        difference += slope[idx] * (design[idx] @ (theta2 - theta))
+    return difference
 
 
 def _log_ratio_with_wrong_keep_probability(rng, m, chi, bounds, loglik_pair, batch_size):

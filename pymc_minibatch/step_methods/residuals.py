@@ -1,0 +1,69 @@
+"""The row terms a bounded exact sampler subsamples: log-likelihoods, or their residuals.
+
+With control variates of order ``k``, each row's log-likelihood is split into its Taylor
+expansion of order ``k`` around a center and a residual. The expansions sum over all rows
+into a closed form (the *remainder* of a move, computed exactly), so that only the
+residuals go through Poisson subsampling, and their bounds shrink with the distance to the
+center (Cornish et al. 2019, "Scalable Metropolis-Hastings for exact Bayesian inference
+with large datasets", ICML). For every pair of points::
+
+    sum_i [l_i(theta') - l_i(theta)] = remainder(theta, theta') + sum_i [r_i(theta') - r_i(theta)].
+"""
+
+import numpy as np
+
+
+class PlainRows:
+    """No control variates: the rows' log-likelihoods themselves."""
+
+    order = 0
+
+    def __init__(self, minibatch_model):
+        self.minibatch_model = minibatch_model
+
+    def remainder(self, theta, theta2):
+        return 0.0
+
+    def row_pair(self, theta, theta2, idx):
+        """The row terms of rows ``idx`` at ``theta`` and at ``theta2``."""
+        return self.minibatch_model.loglik_pair(theta, theta2, idx)
+
+
+class FirstOrderResiduals(PlainRows):
+    """``r_i(theta) = l_i(theta) - grad l_i(center) . (theta - center)`` (SMH-1)."""
+
+    order = 1
+
+    def __init__(self, minibatch_model, center):
+        super().__init__(minibatch_model)
+        self.center = center
+        # the full-data gradient of the log-likelihood at the center
+        self.gradient = (
+            minibatch_model.logp_and_grad(center)[1] - minibatch_model.logprior_and_grad(center)[1]
+        )
+
+    def remainder(self, theta, theta2):
+        return float(self.gradient @ (theta2 - theta))
+
+    def row_pair(self, theta, theta2, idx):
+        current, proposed = super().row_pair(theta, theta2, idx)
+        linear = self.minibatch_model.directional_grad_loglik(self.center, theta2 - theta, idx)
+        return current, proposed - linear
+
+
+class SecondOrderResiduals(PlainRows):
+    """``r_i = l_i - T_i`` with the quadratic expansions ``T_i`` of a
+    :class:`~pymc_minibatch.model.taylor.SecondOrderExpansion` (SMH-2)."""
+
+    order = 2
+
+    def __init__(self, minibatch_model, expansion):
+        super().__init__(minibatch_model)
+        self.expansion = expansion
+
+    def remainder(self, theta, theta2):
+        return self.expansion.quadratic(theta2) - self.expansion.quadratic(theta)
+
+    def row_pair(self, theta, theta2, idx):
+        current, proposed = super().row_pair(theta, theta2, idx)
+        return current, proposed - self.expansion.row_difference(theta, theta2, np.asarray(idx))
