@@ -33,6 +33,7 @@ COLUMNS = (
     "max_rel_sd_error",
     "mean_std_wasserstein",
     "rows_per_draw",
+    "setup_passes",
 )
 """Columns of the table :func:`compare` returns, in order."""
 
@@ -110,7 +111,10 @@ def compare(
           ``batch_size`` statistic of the exact and tempered MH samplers; ``thin *
           batch_size`` for SG-MCMC; ``n_steps * batch_size`` per particle for
           :func:`~pymc_minibatch.sample_particles`; NUTS's leapfrog steps times N. NaN where
-          unknown.
+          unknown. A step built here also adds its setup passes times N, spread over the
+          kept draws.
+        - ``setup_passes``: passes over all N rows while the step was built (data checks,
+          the Laplace fit, bounds and control variates); 0 for NUTS, NaN where unknown.
 
         The reference's error columns are NaN (it is the yardstick, not a measurement).
     results : dict of {str : InferenceData or DataTree}
@@ -246,10 +250,12 @@ def _point_masses(results, var_names):
 class _Run:
     """One sampler's result, its wall time and its cost in rows per draw (if known)."""
 
-    def __init__(self, result, seconds, step=None):
+    def __init__(self, result, seconds, step=None, setup_passes=None, nuts=False):
         self.result = result
         self.seconds = seconds
         self.step = step
+        self.setup_passes = setup_passes
+        self.nuts = nuts
 
 
 def _run(label, sampler, model, settings, random_seed):
@@ -272,6 +278,7 @@ def _run(label, sampler, model, settings, random_seed):
                     "return a PyMC step method or an InferenceData/DataTree result"
                 )
             step = produced
+        setup_passes = _passes_so_far(step)
         result = pm.sample(
             step=step,
             random_seed=random_seed,
@@ -279,7 +286,13 @@ def _run(label, sampler, model, settings, random_seed):
             compute_convergence_checks=False,
             **settings,
         )
-    return _Run(result, time.perf_counter() - started, step)
+    return _Run(result, time.perf_counter() - started, step, setup_passes, nuts=step is None)
+
+
+def _passes_so_far(step):
+    """Full-data passes of a step method of this package (None for others and NUTS)."""
+    minibatch_model = getattr(step, "minibatch_model", None)
+    return None if minibatch_model is None else minibatch_model.full_data_passes
 
 
 def _check_sampler(label, sampler):
@@ -348,14 +361,24 @@ def _efficiency(run, columns, n_rows):
         for method in ("bulk", "tail")
     )
     n_draws = next(iter(columns.values())).size
+    setup_passes = _setup_passes(run)
+    setup_rows = 0.0 if math.isnan(setup_passes) else setup_passes * n_rows / n_draws
     return {
         "wall_time_s": run.seconds,
         "draws": n_draws,
         "ess_bulk_min": ess_bulk,
         "ess_tail_min": ess_tail,
         "ess_bulk_per_s": ess_bulk / run.seconds,
-        "rows_per_draw": _rows_per_draw(run, n_rows),
+        "rows_per_draw": _rows_per_draw(run, n_rows) + setup_rows,
+        "setup_passes": setup_passes,
     }
+
+
+def _setup_passes(run):
+    """Full-data passes spent building ``run``'s step (counted before sampling)."""
+    if run.setup_passes is not None:
+        return float(run.setup_passes)
+    return 0.0 if run.step is None and run.nuts else math.nan
 
 
 def _warn_if_unconverged(columns, label):

@@ -70,9 +70,15 @@ def test_rows_per_draw_reads_each_sampler_cost(comparison):
     _, table, results = comparison
     nuts_steps = float(results["NUTS"].sample_stats["n_steps"].mean())
     assert table.loc["NUTS", "rows_per_draw"] == pytest.approx(nuts_steps * N_ROWS)
-    assert table.loc["MINT", "rows_per_draw"] == 20
+    assert table.loc["NUTS", "setup_passes"] == 0
+    # the steps' setup (data checks, Laplace fit, bounds) is spread over the kept draws
+    passes = table.loc[["MINT", "TunaMH"], "setup_passes"]
+    assert (passes > 0).all() and (passes < 100).all()
+    setup_rows = passes * N_ROWS / (DRAWS * CHAINS)
+    assert table.loc["MINT", "rows_per_draw"] == pytest.approx(20 + setup_rows["MINT"])
     tuna_batches = float(results["TunaMH"].sample_stats["batch_size"].mean())
-    assert table.loc["TunaMH", "rows_per_draw"] == pytest.approx(tuna_batches)
+    expected = tuna_batches + setup_rows["TunaMH"]
+    assert table.loc["TunaMH", "rows_per_draw"] == pytest.approx(expected)
     assert table.loc["TunaMH", "rows_per_draw"] < N_ROWS / 2
 
 
@@ -135,7 +141,8 @@ def test_rows_per_draw_of_sgmcmc_is_thin_times_batch():
             {"SGLD": lambda: pmm.SGLD(batch_size=50, thin=2)},
             draws=100, tune=100, chains=1, random_seed=4,
         )  # fmt: skip
-    assert table.loc["SGLD", "rows_per_draw"] == 100
+    setup_rows = table.loc["SGLD", "setup_passes"] * N_ROWS / 100
+    assert table.loc["SGLD", "rows_per_draw"] == pytest.approx(100 + setup_rows)
 
 
 def test_plot_compare_draws_densities_and_forest(comparison):

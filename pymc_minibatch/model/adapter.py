@@ -127,6 +127,8 @@ class MinibatchModel:
         self._loglik = self._terms[0] if len(self._terms) == 1 else pt.add(*self._terms)
         self._functions = {}
         self._laplace = None
+        self.full_data_passes = 0
+        """Passes over all N rows so far (validation, mode search, bounds, fallback steps)."""
         if check:
             refuse_non_finite_rows(self)  # before check(), which NaN rows would fail
             self.check()
@@ -387,6 +389,7 @@ class MinibatchModel:
         -693.15
         """
         theta = self._as_theta(theta)
+        self.full_data_passes += 1
         return sum(
             float(np.sum(self._call("loglik", theta, *rows)))
             for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS)
@@ -413,6 +416,7 @@ class MinibatchModel:
         (3,)
         """
         theta = self._as_theta(theta)
+        self.full_data_passes += 1
         total, grad = self.logprior_and_grad(theta)
         grad = grad.copy()
         for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS):
@@ -600,6 +604,7 @@ class MinibatchModel:
             theta_value = self._as_theta(theta_value)
             if idx is not None:
                 return function(theta_value, *self._rows.gather(idx))
+            self.full_data_passes += 1
             chunks = [
                 function(theta_value, *rows) for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS)
             ]

@@ -180,13 +180,14 @@ def linear_predictors(
     return predictors
 
 
-def derive_bounds(minibatch_model, control_variates=0, center=None):
+def derive_bounds(minibatch_model, control_variates=0, center=None, predictors=None):
     """Bounds for the observed variables on the rows, over the coordinates that enter them.
 
     With ``control_variates=0``, ``c_i = sum_k L_ik ||x_ik||`` with the Euclidean metric.
     With ``1``, ``c_i = sum_k K_ik ||x_ik||^2`` for the first-order Taylor residuals around
     ``center`` (default: the posterior mode, by L-BFGS on the full data), with the Taylor
     metric of :mod:`pymc_minibatch.bounds`. Second order: :mod:`pymc_minibatch.model.taylor`.
+    ``predictors``: the model's :func:`linear_predictors`, if already computed.
 
     Raises
     ------
@@ -197,7 +198,9 @@ def derive_bounds(minibatch_model, control_variates=0, center=None):
     """
     c = np.zeros(minibatch_model.n_data)
     used = np.zeros(minibatch_model.ndim, dtype=bool)
-    for predictor in linear_predictors(minibatch_model):
+    if predictors is None:
+        predictors = linear_predictors(minibatch_model)
+    for predictor in predictors:
         norms = np.linalg.norm(predictor.design, axis=1)
         bound = require_bound(predictor, control_variates + 1)
         c += bound * norms ** (control_variates + 1)

@@ -76,7 +76,7 @@ class SecondOrderExpansion(NamedTuple):
         return self.whiten @ (theta - self.center)
 
 
-def second_order_bounds(minibatch_model, laplace):
+def second_order_bounds(minibatch_model, laplace, predictors=None):
     """Bounds on the second-order residuals and the expansion they belong to.
 
     Parameters
@@ -84,6 +84,9 @@ def second_order_bounds(minibatch_model, laplace):
     minibatch_model : MinibatchModel
     laplace : LaplaceFit
         Its mode is the center; its covariance whitens the bounds.
+    predictors : list of LinearPredictor, optional
+        The model's linear predictors with their derivatives at ``laplace.mode``, if
+        already computed (:func:`~pymc_minibatch.model.lipschitz.linear_predictors`).
 
     Returns
     -------
@@ -102,7 +105,8 @@ def second_order_bounds(minibatch_model, laplace):
         transform, whiten = preconditioner.transform, preconditioner.inverse
     else:
         transform, whiten = np.diag(preconditioner.scale), np.diag(1.0 / preconditioner.scale)
-    predictors = linear_predictors(mm, expansion_point=center)
+    if predictors is None:
+        predictors = linear_predictors(mm, expansion_point=center)
     c = np.zeros(mm.n_data)
     gradient, hessian = np.zeros(mm.ndim), np.zeros((mm.ndim, mm.ndim))
     for predictor in predictors:

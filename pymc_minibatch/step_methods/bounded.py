@@ -112,7 +112,9 @@ class BoundedMinibatchStep(MetropolisStep):
         super().stop_tuning()
 
     def row_bounds(self):
-        return RowBounds(self.bounds.c, self.bounds.total, self.bounds.alias_table.sample)
+        # the alias table is built at the first draw of a row: never for all-zero bounds
+        return RowBounds(self.bounds.c, self.bounds.total,
+                         lambda rng, size: self.bounds.alias_table.sample(rng, size))  # fmt: skip
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
@@ -246,8 +248,11 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto"):
         )
     if not (isinstance(bounds, str) and bounds == "auto"):
         raise TypeError(f"bounds must be 'auto' or a pmm.bounds.Bounds, got {bounds!r}")
+    predictors = None
     if isinstance(control_variates, str) and control_variates == "auto":
-        order = _automatic_order(mm)
+        # refuses unsupported likelihoods; derivatives at the mode, for a second order
+        predictors = linear_predictors(mm, expansion_point=mm.laplace().mode)
+        order = _automatic_order(mm, predictors)
     elif control_variates in (0, 1, 2) and not isinstance(control_variates, float):
         order = int(control_variates)
     else:
@@ -258,18 +263,16 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto"):
                 "control_variates=2 needs the step to sample every continuous free variable "
                 f"(the expansion is taken at the joint mode); {sorted(mm.shared)} are left out"
             )
-        laplace = mm.laplace()
-        bounds, expansion = second_order_bounds(mm, laplace)
+        bounds, expansion = second_order_bounds(mm, mm.laplace(), predictors)
         return bounds, SecondOrderResiduals(mm, expansion)
     center = mm.laplace().mode if order == 1 else None
-    bounds = derive_bounds(mm, order, center=center)
+    bounds = derive_bounds(mm, order, center=center, predictors=predictors)
     return bounds, (FirstOrderResiduals(mm, center) if order == 1 else PlainRows(mm))
 
 
-def _automatic_order(minibatch_model):
+def _automatic_order(minibatch_model, predictors):
     """The highest order of control variates the model's likelihoods allow (see
     :func:`resolve_bounds`)."""
-    predictors = linear_predictors(minibatch_model)  # refuses unsupported likelihoods
     if (
         all(p.third is not None for p in predictors)
         and not minibatch_model.shared

@@ -21,7 +21,7 @@ class TunaMHState(BoundedStepState):
 
 
 class TunaMH(BoundedMinibatchStep):
-    """Exact minibatch Metropolis–Hastings (TunaMH) with a Gaussian random-walk proposal.
+    """Exact minibatch Metropolis–Hastings (TunaMH).
 
     Each step evaluates only a Poisson-sized minibatch of rows drawn with probability
     proportional to per-row bounds ``c_i``, yet the chain targets the exact posterior
@@ -29,11 +29,23 @@ class TunaMH(BoundedMinibatchStep):
     Metropolis-Hastings", NeurIPS; update rule in :mod:`pymc_minibatch.kernels.tuna`).
     The prior and transform Jacobians enter the acceptance ratio exactly.
 
-    With control variates (the default where the likelihood allows them), TunaMH runs on
-    the residuals of a first-order Taylor expansion of each row's log-likelihood around
-    the MAP, whose bounds shrink with the distance to the MAP (Cornish et al. 2019, ICML;
-    see :mod:`pymc_minibatch.bounds`): batches then stay small as N grows, where plain
-    Lipschitz bounds make them grow like sqrt(N).
+    By default, where the model allows it (Bernoulli-logit, Student-t, Cauchy or Normal
+    location regressions with fixed scale, a positive definite Laplace approximation, every
+    continuous variable sampled by this step), TunaMH runs on second-order control variates
+    with a pCN proposal: each row's log-likelihood minus its quadratic Taylor expansion at the
+    posterior mode is subsampled, the expansions' sum is computed exactly, and the proposal
+    leaves the Laplace approximation invariant (Cornish et al. 2019, "Scalable
+    Metropolis-Hastings for exact Bayesian inference with large datasets", ICML; Prado,
+    Nemeth & Sherlock 2024, arXiv:2407.19602). Near a Gaussian posterior the acceptance then
+    approaches 1 and the expected batch falls like ``d^3 / sqrt(N)`` as the data grow; with a
+    Normal likelihood of fixed scale no row is evaluated at all after setup. Otherwise it
+    falls back to first-order control variates (SMH-1, batches that stay flat in N) or plain
+    Lipschitz bounds (batches that grow like ``sqrt(N)``) with a Gaussian random walk. The
+    repr and the ``control_variates`` and ``rho`` statistics say which path was taken.
+
+    The pCN proposal is built around one mode: on a posterior with well-separated modes it
+    moves between them rarely (the chain stays exact); pass ``proposal="rw"`` there (see the
+    "Which sampler" page of the docs).
 
     Parameters
     ----------
@@ -41,12 +53,19 @@ class TunaMH(BoundedMinibatchStep):
         Continuous free variables to sample (default: all continuous ones).
     bounds : "auto" or Bounds
         Per-row constants with ``|U_i(theta) - U_i(theta')| <= c_i M(theta, theta')``.
-        ``"auto"`` derives them from the model for logistic, Student-t, Laplace and Cauchy
-        regressions with fixed scale (see :mod:`pymc_minibatch.model.lipschitz`).
-    control_variates : {"auto", True, False}, default "auto"
-        With ``bounds="auto"``: use Taylor control variates around the MAP (one L-BFGS fit
-        on the full data at construction) when every likelihood has a bounded second
-        derivative ("auto": otherwise plain bounds). User bounds carry their own ``center``.
+        ``"auto"`` derives them from the model (see :mod:`pymc_minibatch.model.lipschitz`).
+    control_variates : {"auto", 0, 1, 2}, default "auto"
+        With ``bounds="auto"``: the order of the Taylor expansion around the posterior mode
+        subtracted from each row (0: none). ``"auto"`` takes the highest the model allows
+        (above). User bounds carry their own ``center`` (order 1).
+    proposal : {"auto", "rw", "pcn"}, default "auto"
+        ``"rw"``: Gaussian random walk with the Laplace covariance and a tuned step size;
+        ``"pcn"``: ``theta' = mode + rho (theta - mode) + sqrt(1 - rho^2) L xi``, reversible for
+        the Laplace approximation ``N(mode, L L')``; needs ``control_variates=2``. ``"auto"``:
+        pCN with order 2, else the random walk.
+    rho : float in [0, 1), optional
+        pCN correlation (0: independence sampler from the Laplace approximation). ``None``
+        tunes it during warm-up (:mod:`pymc_minibatch.kernels.pcn`), with ``chi``.
     chi : float, optional
         TunaMH's ``chi > 0``: larger values give acceptance closer to full-data MH at the
         cost of larger batches (expected batch ``lambda = chi C^2 M^2 + C M``). ``None``
@@ -55,7 +74,8 @@ class TunaMH(BoundedMinibatchStep):
         expected batch ``(1 + kappa) C Mbar`` stays below N / 10. Frozen after tuning.
     step_size : float, optional
         Initial random-walk scale; default ``2.38 / sqrt(ndim)`` with the Laplace proposal
-        (``2.38 / sqrt(ndim * N)`` otherwise), then tuned.
+        (``2.38 / sqrt(ndim * N)`` otherwise), then tuned. With pCN the ``step_size``
+        statistic is ``sqrt(1 - rho^2)``.
     proposal_cov : "laplace", None or array, default "laplace"
         Proposal covariance (or its diagonal) in the transformed space. ``"laplace"``: the
         covariance of the posterior's Laplace approximation (fitted on the full data at
@@ -76,7 +96,7 @@ class TunaMH(BoundedMinibatchStep):
 
     Examples
     --------
-    Logistic regression; the bounds are derived from the model:
+    Logistic regression; the bounds and the path are derived from the model:
 
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
     >>> rng = np.random.default_rng(0)
@@ -84,8 +104,11 @@ class TunaMH(BoundedMinibatchStep):
     >>> with pm.Model() as model:
     ...     beta = pm.Normal("beta", 0, 1, shape=2)
     ...     obs = pm.Bernoulli("y", logit_p=X @ beta, observed=y)
-    ...     idata = pm.sample(step=pmm.TunaMH(), draws=200, tune=200, chains=1,
+    ...     step = pmm.TunaMH()
+    ...     idata = pm.sample(step=step, draws=200, tune=200, chains=1,
     ...                       progressbar=False, random_seed=0)
+    >>> step
+    TunaMH(control_variates=2, proposal='pcn', rho=tuned)
     >>> rows_per_step = float(idata["sample_stats"]["batch_size"].mean())
     >>> rows_per_step < 5000
     True

@@ -115,3 +115,27 @@ def test_svgd_recovers_a_5d_standard_normal_and_fails_without_repulsion():
     assert np.max(np.abs(theta.var(axis=0) - 1.0)) < 0.2
     collapsed = _svgd_on_standard_normal(5, 200, repulsion=False)
     assert np.max(np.abs(collapsed.var(axis=0) - 1.0)) > 0.2
+
+
+@pytest.mark.parametrize("velocity", ["blob", "pisgld"])
+def test_blob_narrows_with_the_dimension_at_the_median_heuristic(velocity):
+    """On N(0, I_d) with 100 particles and bandwidth scale 1 the root mean variance settles
+    near 0.83 for d = 5 but 0.39 for d = 29 (the zoo's varying_intercepts dimension): the
+    median heuristic ``h ~ 2 d sd^2 / log(M + 1)`` widens the kernel with ``d``, which
+    weakens the blob's repulsion. ``DOCUMENTED_SD_RATIO``'s lower bound 0.35 rests on this."""
+    spreads = {}
+    for ndim in (5, 29):
+        theta = np.random.default_rng(2).normal(size=(100, ndim))  # the Laplace start
+        previous = theta
+        for _ in range(400):
+            bandwidth = kernels.median_bandwidth(kernels.squared_distances(theta, theta))
+            grads = -theta
+            if velocity == "blob":
+                move = kernels.blob_velocity(theta, grads, bandwidth)
+            else:
+                move = kernels.pisgld_velocity(theta, previous, grads, bandwidth, bandwidth, 0.0)
+            previous, theta = theta, theta + 0.05 * move
+        assert np.max(np.abs(theta.mean(axis=0))) < 0.1
+        spreads[ndim] = np.sqrt(np.mean(theta.var(axis=0)))
+    assert 0.75 < spreads[5] < 0.9
+    assert 0.35 < spreads[29] < 0.45

@@ -14,9 +14,12 @@ from tests.zoo_samplers import EXACT, SAMPLERS, run_cell
 MAY_REFUSE = set(EXACT) - {"FullMH"}
 
 _MODE_SEEKING = (
-    "gathers the particles near the mode (sd ratio 0-0.43 here): on this skewed "
-    "29-parameter posterior its means lie 0.29-0.35 sd from the posterior means, beyond the "
-    "0.25 sd the issue asks"
+    "gathers the particles near the mode (sd ratio 0-0.43 here, inside the documented range; "
+    "the same 0.39 on N(0, I_29)): sigma_a's posterior mean lies 0.34 sd above its value at "
+    "the mode of the log-transformed posterior, and its mean misses by 0.29-0.35 sd, as the "
+    "posterior tempered to the same width does, beyond the 0.25 sd the issue asks; the "
+    "other 28 scalars are within 0.07 sd. 400 particles, 3000 steps, full-data gradients or "
+    "a 5x smaller step leave it at 0.27-0.35 sd"
 )
 _SLOW_MU_A = (
     "tempering the prior too leaves mu_a close to its tempered prior (sd 344 in the NUTS "
