@@ -177,10 +177,15 @@ class BoundedMinibatchStep(MetropolisStep):
         return proposal, 0.5 * float(z2 @ z2 - z @ z)
 
     def _search_candidate(self):
-        """The candidate rho to run at this step while the search lasts, else None."""
+        """The candidate rho to run at this step while the search lasts, else None (once
+        it is over, the best candidate is kept for the rest of the tuning, so that ``chi``
+        is tuned for it)."""
         if self.proposal != "pcn" or self.fixed_rho is not None or not self.tune:
             return None
-        return rho_search_candidate(self.rho_search)
+        index = rho_search_candidate(self.rho_search)
+        if index is None:
+            self._set_rho(RHO_CANDIDATES[rho_search_best(self.rho_search)])
+        return index
 
     def _set_rho(self, rho):
         if rho != self.rho:

@@ -9,7 +9,12 @@ from scipy import stats
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.bounds import metric
-from pymc_minibatch.kernels.pcn import RHO_CANDIDATES
+from pymc_minibatch.kernels.pcn import (
+    RHO_CANDIDATES,
+    SEARCH_ROUNDS,
+    TRIAL_STEPS,
+    rho_search_best,
+)
 from tests.quadrature import GridMarginal, agreement
 
 RNG = np.random.default_rng(5)
@@ -191,3 +196,18 @@ def test_both_paths_are_exact_on_a_bimodal_posterior(kwargs):
     assert np.mean(draws < 0) > 0.2 and np.mean(draws > 0) > 0.2  # both modes visited
     pvalue, mean_error = agreement(draws, marginal)
     assert pvalue > 0.01 and mean_error < 4.0
+
+
+def test_the_best_rho_is_kept_for_the_rest_of_tuning():
+    """Once the search is over, chi is tuned with the chosen rho, not the last one tried."""
+    with logistic():
+        step = pmm.TunaMH()
+        point = {name: value for name, value in step.minibatch_model.model.initial_point().items()}
+        rhos = []
+        for _ in range(len(RHO_CANDIDATES) * TRIAL_STEPS * SEARCH_ROUNDS + 50):
+            point, [stats_] = step.step(point)
+            rhos.append(stats_["rho"])
+    assert set(rhos[: len(RHO_CANDIDATES) * TRIAL_STEPS]) == set(RHO_CANDIDATES)
+    assert len(set(rhos[-50:])) == 1
+    chosen = RHO_CANDIDATES[rho_search_best(step.rho_search)]
+    assert rhos[-1] == chosen == step.rho

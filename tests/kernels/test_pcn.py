@@ -1,0 +1,78 @@
+"""The pCN proposal is reversible for its Gaussian; the rho search cycles and picks the most
+squared jump per cost; the cubic metric is symmetric."""
+
+import numpy as np
+from scipy import stats
+
+from pymc_minibatch.kernels.pcn import (
+    OVERHEAD_ROWS,
+    RHO_CANDIDATES,
+    SEARCH_ROUNDS,
+    TRIAL_STEPS,
+    cubic_metric,
+    pcn_propose,
+    rho_search_best,
+    rho_search_candidate,
+    rho_search_init,
+    rho_search_update,
+)
+
+MEAN = np.array([1.0, -2.0])
+CHOL = np.array([[0.5, 0.0], [0.3, 0.2]])
+COV = CHOL @ CHOL.T
+
+
+def _log_q(theta2, theta, rho):
+    """log q(theta2 | theta) of the pCN move."""
+    centre = MEAN + rho * (theta - MEAN)
+    return stats.multivariate_normal.logpdf(theta2, centre, (1 - rho**2) * COV)
+
+
+def test_pcn_is_reversible_for_its_gaussian():
+    rng = np.random.default_rng(0)
+    gaussian = stats.multivariate_normal(MEAN, COV)
+    for rho in (0.0, 0.5, 0.9):
+        for _ in range(5):
+            theta = rng.normal(size=2) * 3
+            theta2 = pcn_propose(rng, theta, MEAN, CHOL, rho)
+            forward = gaussian.logpdf(theta) + _log_q(theta2, theta, rho)
+            backward = gaussian.logpdf(theta2) + _log_q(theta, theta2, rho)
+            assert np.isclose(forward, backward)
+
+
+def test_pcn_leaves_its_gaussian_invariant():
+    rng = np.random.default_rng(1)
+    draws = MEAN + rng.standard_normal((20000, 2)) @ CHOL.T
+    moved = np.array([pcn_propose(rng, theta, MEAN, CHOL, 0.7) for theta in draws])
+    assert np.allclose(moved.mean(0), MEAN, atol=0.02)
+    assert np.allclose(np.cov(moved.T), COV, atol=0.01)
+
+
+def test_cubic_metric_is_symmetric_and_matches_its_formula():
+    z, z2 = np.array([1.0, 2.0]), np.array([-0.5, 0.5])
+    a, a2 = np.linalg.norm(z), np.linalg.norm(z2)
+    expected = np.linalg.norm(z2 - z) * (a * a + a * a2 + a2 * a2)
+    assert np.isclose(cubic_metric(z, z2), expected)
+    assert np.isclose(cubic_metric(z2, z), expected)
+
+
+def test_rho_search_cycles_in_blocks_and_ends():
+    search = rho_search_init()
+    order = []
+    while (index := rho_search_candidate(search)) is not None:
+        order.append(index)
+        search = rho_search_update(search, index, 1.0, 1.0, 0.0)
+    assert len(order) == len(RHO_CANDIDATES) * TRIAL_STEPS * SEARCH_ROUNDS
+    assert order[:TRIAL_STEPS] == [0] * TRIAL_STEPS
+    assert order[TRIAL_STEPS : 2 * TRIAL_STEPS] == [1] * TRIAL_STEPS
+    assert np.all(search.steps == TRIAL_STEPS * SEARCH_ROUNDS)
+
+
+def test_rho_search_weighs_jumps_by_cost_and_ignores_untried_candidates():
+    search = rho_search_init()
+    # candidate 0: big jumps but OVERHEAD_ROWS * 9 rows per step (10 cost units)
+    search = rho_search_update(search, 0, 1.0, 5.0, 9 * OVERHEAD_ROWS)
+    # candidate 1: smaller jumps, no rows (1 cost unit)
+    search = rho_search_update(search, 1, 1.0, 1.0, 0.0)
+    assert rho_search_best(search) == 1
+    assert rho_search_best(rho_search_update(rho_search_init(), 2, 0.0, 0.0, 0.0)) == 2
