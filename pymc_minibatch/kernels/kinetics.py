@@ -2,7 +2,7 @@
 
 Monomial-gamma kinetics (Zhang et al. 2016, "Towards unifying Hamiltonian Monte Carlo and
 slice sampling"; softened by Zhang et al. 2017, "Stochastic gradient monomial Gamma
-sampler", ICML, eq. 14, ../shared/seeds/001_57fc3b04d4a7f553.txt): per coordinate the stiff
+sampler", ICML, eq. 14): per coordinate the stiff
 energy is ``K(p) = |p|^(1/a)``, so that ``|p|^(1/a) ~ Gamma(a, 1)``. It is not
 differentiable at ``p = 0`` for ``a >= 1``; the softened ``K_c`` (``c > 0``) is, and tends
 to ``K`` as ``c -> infinity``. ``a = 1/2`` is the Gaussian kinetics ``p^2 / 2`` of

@@ -1,7 +1,7 @@
 """MINT-MCMC: Metropolis–Hastings on a minibatch estimate, sampling a tempered posterior.
 
 Li & Wong (2017), "Mini-batch Tempered MCMC", arXiv:1707.09705
-(../shared/seeds/000_d1fc58df672d7557.txt; ../shared/ALGORITHMS.md §2). With ``n`` rows and
+(the docs page "MINT and CMINT: tempered minibatch MH" states it). With ``n`` rows and
 batches of ``m = n^(2 tau)`` rows drawn without replacement, ``lambda = alpha tau`` and
 ``mu_S(theta) = mean_{j in S} l_j(theta)``, the state is ``(theta, mu_S(theta))``: the
 estimate is stored with the point and never recomputed. One step proposes ``theta'``,

@@ -1,7 +1,7 @@
 """Velocity fields of the interacting-particle samplers (pure NumPy, vectorised over particles).
 
 Chen, Zhang, Wang, Li & Chen (2018), "A unified particle-optimization framework for scalable
-Bayesian sampling", UAI (``../shared/seeds/003_7164ac5d0f2e050a.txt``). Every method moves
+Bayesian sampling", UAI (the docs page "Particle methods"). Every method moves
 all ``M`` particles ``theta`` (shape ``(M, d)``) at once by ``theta += step_size * velocity``,
 where ``grads`` holds (minibatch estimates of) ``grad log p`` at each particle.
 

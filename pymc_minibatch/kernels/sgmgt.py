@@ -1,7 +1,7 @@
 """The stochastic-gradient monomial-gamma thermostat (SGMGT) and its special cases.
 
 Zhang, Chen, Li, Henao & Carin (2017), "Stochastic gradient monomial Gamma sampler", ICML
-(../shared/seeds/001_57fc3b04d4a7f553.txt; ../shared/ALGORITHMS.md §3). State
+(the docs page "Stochastic-gradient MCMC" states it). State
 ``(theta, p, xi)`` with one thermostat per coordinate, Hamiltonian
 ``H = U(theta) + sum_d K_c(p_d) + sum_d xi_d^2 / 2`` and the SDE of eq. (15):
 

@@ -1,7 +1,7 @@
 """TunaMH: exact minibatch Metropolis–Hastings with Poisson auxiliary variables.
 
 Zhang, Cooper & De Sa (2020), "Asymptotically Optimal Exact Minibatch Metropolis-Hastings",
-NeurIPS, Algorithm 2 (../shared/seeds/002_a1d62b48ab5b9ed6.txt; ../shared/ALGORITHMS.md §1).
+NeurIPS, Algorithm 2; the docs page "TunaMH: exact minibatch Metropolis–Hastings" states it.
 For a proposal ``theta'`` at distance ``m = M(theta, theta')``, with bounds
 ``|U_i(theta') - U_i(theta)| <= c_i m`` and ``C = sum_i c_i``:
 

@@ -3,9 +3,9 @@
 The observed random variables are rebuilt with every row-axis data array replaced by a
 symbolic input of unknown length B, resized to B rows with ``change_dist_size``, and their
 conditional log-density is derived again. Patching the output of ``model.logp(sum=False)``
-does not work: PyMC pins the N-row shapes there (see ../shared/research/pymc-integration.md
-of this project, section 2). Every refusal raises :class:`NonFactorizableError` naming the
-variable.
+does not work: PyMC pins the N-row shapes there (the terms carry the observed variables'
+static N-row shapes, so a batch of B rows fails a shape check). Every refusal raises
+:class:`NonFactorizableError` naming the variable.
 """
 
 from collections import Counter

@@ -6,9 +6,9 @@ from pymc.step_methods.state import dataclass_state
 from pymc_minibatch.kernels.tuna import tuna_step
 from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep, BoundedStepState
 
-#: chi is tuned so that kappa = chi * C * E[m] equals this (lambda ~ (1 + kappa) C E[m]).
-#: ../shared/ALGORITHMS.md §1: acceptance collapses for kappa << 1; the cost per effective
-#: draw was lowest near kappa = 5 on a logistic model.
+#: chi is tuned so that kappa = chi * C * E[m] equals this (lambda ~ (1 + kappa) C E[m]):
+#: acceptance collapses for kappa << 1, while the batch grows like (1 + kappa) times its
+#: floor C E[m] (see the docs page "TunaMH: exact minibatch Metropolis–Hastings").
 TARGET_KAPPA = 5.0
 #: ...unless that makes the expected batch exceed this fraction of N.
 MAX_BATCH_FRACTION = 0.1

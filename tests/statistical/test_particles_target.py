@@ -1,4 +1,4 @@
-"""Particle methods against known answers (Chen et al. 2018; ALGORITHMS.md section 4).
+"""Particle methods against known answers (Chen et al. 2018; docs page "Particle methods").
 
 A conjugate Gaussian regression gives the exact posterior mean and covariance. The final
 particles are a deterministic function of their start (with full-data gradients), so the
