@@ -4,8 +4,8 @@ Zhang & De Sa (2019), "Poisson-Minibatching for Gibbs Sampling with Convergence 
 Guarantees", NeurIPS (the MH variant), as described in Appendix D of Zhang, Cooper & De Sa
 (2020), "Asymptotically Optimal Exact Minibatch Metropolis-Hastings", NeurIPS. With
 ``lower_i <= l_i(theta) <= upper_i`` for every ``theta`` in the support, write
-``phi_i = l_i - lower_i`` in ``[0, M_i]``, ``M_i = upper_i - lower_i`` and ``L = sum_i M_i``. The auxiliary variables
-``s_i ~ Poisson(lambda M_i / L + phi_i(theta))`` make the joint density of ``(theta, s)``
+``phi_i = l_i - lower_i`` in ``[0, M_i]``, ``M_i = upper_i - lower_i`` and
+``L = sum_i M_i``. The auxiliary variables ``s_i ~ Poisson(lambda M_i / L + phi_i(theta))`` make the joint density of ``(theta, s)``
 ``prod_i (lambda M_i / L + phi_i(theta))^{s_i} / s_i!`` times the prior, whose
 ``theta``-marginal is the posterior. One transition is a Gibbs update of ``s`` given
 ``theta`` followed by an MH update of ``theta`` given ``s``:
