@@ -5,10 +5,10 @@ Guarantees", NeurIPS (the MH variant), as described in Appendix D of Zhang, Coop
 (2020), "Asymptotically Optimal Exact Minibatch Metropolis-Hastings", NeurIPS. With
 ``lower_i <= l_i(theta) <= upper_i`` for every ``theta`` in the support, write
 ``phi_i = l_i - lower_i`` in ``[0, M_i]``, ``M_i = upper_i - lower_i`` and
-``L = sum_i M_i``. The auxiliary variables ``s_i ~ Poisson(lambda M_i / L + phi_i(theta))`` make the joint density of ``(theta, s)``
-``prod_i (lambda M_i / L + phi_i(theta))^{s_i} / s_i!`` times the prior, whose
-``theta``-marginal is the posterior. One transition is a Gibbs update of ``s`` given
-``theta`` followed by an MH update of ``theta`` given ``s``:
+``L = sum_i M_i``. The auxiliary variables ``s_i ~ Poisson(lambda M_i / L + phi_i(theta))``
+make the joint density of ``(theta, s)`` ``prod_i (lambda M_i / L + phi_i(theta))^{s_i} /
+s_i!`` times the prior, whose ``theta``-marginal is the posterior. One transition is a Gibbs
+update of ``s`` given ``theta`` followed by an MH update of ``theta`` given ``s``:
 
 1. Draw ``B ~ Poisson(lambda + L)`` rows with probability ``M_i / L`` (with replacement)
    and keep each with probability ``(lambda M_i / L + phi_i(theta)) / (lambda M_i / L +
