@@ -250,12 +250,11 @@ def _point_masses(results, var_names):
 class _Run:
     """One sampler's result, its wall time and its cost in rows per draw (if known)."""
 
-    def __init__(self, result, seconds, step=None, setup_passes=None, nuts=False):
+    def __init__(self, result, seconds, step=None, setup_passes=math.nan):
         self.result = result
         self.seconds = seconds
         self.step = step
         self.setup_passes = setup_passes
-        self.nuts = nuts
 
 
 def _run(label, sampler, model, settings, random_seed):
@@ -286,13 +285,16 @@ def _run(label, sampler, model, settings, random_seed):
             compute_convergence_checks=False,
             **settings,
         )
-    return _Run(result, time.perf_counter() - started, step, setup_passes, nuts=step is None)
+    return _Run(result, time.perf_counter() - started, step, setup_passes)
 
 
 def _passes_so_far(step):
-    """Full-data passes of a step method of this package (None for others and NUTS)."""
+    """Full-data passes of a step method of this package so far: 0 for NUTS (``None``),
+    NaN for steps of other packages."""
+    if step is None:
+        return 0.0
     minibatch_model = getattr(step, "minibatch_model", None)
-    return None if minibatch_model is None else minibatch_model.full_data_passes
+    return math.nan if minibatch_model is None else float(minibatch_model.full_data_passes)
 
 
 def _check_sampler(label, sampler):
@@ -361,7 +363,7 @@ def _efficiency(run, columns, n_rows):
         for method in ("bulk", "tail")
     )
     n_draws = next(iter(columns.values())).size
-    setup_passes = _setup_passes(run)
+    setup_passes = run.setup_passes
     setup_rows = 0.0 if math.isnan(setup_passes) else setup_passes * n_rows / n_draws
     return {
         "wall_time_s": run.seconds,
@@ -372,13 +374,6 @@ def _efficiency(run, columns, n_rows):
         "rows_per_draw": _rows_per_draw(run, n_rows) + setup_rows,
         "setup_passes": setup_passes,
     }
-
-
-def _setup_passes(run):
-    """Full-data passes spent building ``run``'s step (counted before sampling)."""
-    if run.setup_passes is not None:
-        return float(run.setup_passes)
-    return 0.0 if run.step is None and run.nuts else math.nan
 
 
 def _warn_if_unconverged(columns, label):

@@ -185,8 +185,8 @@ def derive_bounds(minibatch_model, control_variates=0, center=None, predictors=N
 
     With ``control_variates=0``, ``c_i = sum_k L_ik ||x_ik||`` with the Euclidean metric.
     With ``1``, ``c_i = sum_k K_ik ||x_ik||^2`` for the first-order Taylor residuals around
-    ``center`` (default: the posterior mode, by L-BFGS on the full data), with the Taylor
-    metric of :mod:`pymc_minibatch.bounds`. Second order: :mod:`pymc_minibatch.model.taylor`.
+    ``center`` (typically the posterior mode), with the Taylor metric of
+    :mod:`pymc_minibatch.bounds`. Second order: :mod:`pymc_minibatch.model.taylor`.
     ``predictors``: the model's :func:`linear_predictors`, if already computed.
 
     Raises
@@ -206,7 +206,7 @@ def derive_bounds(minibatch_model, control_variates=0, center=None, predictors=N
         c += bound * norms ** (control_variates + 1)
         used |= np.any(predictor.design != 0.0, axis=0)
     if control_variates and center is None:
-        center = minibatch_model.find_map()
+        raise ValueError("first-order control variates need the center of the expansion")
     return Bounds(c, center=center if control_variates else None,
                   _metric_indices=np.flatnonzero(used))  # fmt: skip
 

@@ -175,7 +175,7 @@ class TunaMH(BoundedMinibatchStep):
 
     def _tuned_chi(self):
         floor = self.bounds.total * self.mean_metric  # C Mbar: the batch when chi = 0
-        if floor == 0.0:  # exactly quadratic likelihoods: no row is ever drawn
+        if floor == 0.0:  # no move yet, or exactly quadratic likelihoods: no row is drawn
             return 1.0
         kappa = min(TARGET_KAPPA, MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
         return max(kappa, 0.1) / floor
@@ -185,7 +185,7 @@ class TunaMH(BoundedMinibatchStep):
             # running mean of M while tuning (also seeds chi when a chain starts untuned)
             previous = self.mean_metric
             self.mean_metric = m if previous is None else 0.95 * previous + 0.05 * m
-            self.chi = self._tuned_chi() if self.mean_metric > 0 else 1.0
+            self.chi = self._tuned_chi()
         return tuna_step(
             self.rng,
             exact_diff,
