@@ -124,4 +124,4 @@ def second_order_bounds(minibatch_model, laplace, predictors=None):
         gradient=gradient,
         hessian=hessian,
     )
-    return Bounds(c, center=center, whiten=whiten, _metric_indices=None), expansion
+    return Bounds(c, center=center, whiten=whiten), expansion

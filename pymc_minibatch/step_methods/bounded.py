@@ -107,7 +107,7 @@ class BoundedMinibatchStep(MetropolisStep):
             self._set_rho(self.rho)
 
     def stop_tuning(self):
-        if self.tune and getattr(self, "proposal", None) == "pcn" and self.fixed_rho is None:
+        if self.tune and self.proposal == "pcn" and self.fixed_rho is None:
             self._set_rho(RHO_CANDIDATES[rho_search_best(self.rho_search)])
         super().stop_tuning()
 
