@@ -18,7 +18,7 @@
 # sampler by an unbiased estimate from a minibatch of rows, and drops the accept/reject
 # step. Each update then costs `batch_size` rows instead of `N`, at the price of a bias
 # (Euler discretisation plus the gradient noise) that the default step sizes keep at about
-# 10% of the posterior variance on a Gaussian posterior.
+# 10% of the posterior variance on a Gaussian posterior (5% for SGLD).
 #
 # `pmm.SGLD`, `pmm.SGHMC`, `pmm.SGNHT`, `pmm.SGMGT` and `pmm.SGMGTD` are one kernel (the
 # stochastic-gradient monomial-gamma thermostat of Zhang et al. 2017) with different
@@ -91,15 +91,16 @@ with pm.Model(coords={"feature": [f"x{k}" for k in range(n_features)]}) as model
 # %% [markdown]
 # ## One sampler in detail: SGMGT-D
 #
-# `thin=THIN` makes every kept draw the result of `THIN` updates (each on a fresh batch of
-# `BATCH_SIZE` rows, in epochs without replacement). At construction the sampler fits the
-# Laplace approximation on the full data; it whitens the posterior with it and starts each
-# chain from a draw of it. The `tune` draws are discarded as usual.
+# `updates_per_draw=THIN` makes every kept draw the result of `THIN` updates (each on a
+# fresh batch of `BATCH_SIZE` rows, in epochs without replacement). At construction the
+# sampler fits the Laplace approximation on the full data; it whitens the posterior with it,
+# starts each chain from a draw of it and centres its control-variate gradients at its mode.
+# The `tune` draws are discarded as usual.
 
 # %%
 with model:
     idata_sg = pm.sample(
-        step=pmm.SGMGTD(batch_size=BATCH_SIZE, thin=THIN),
+        step=pmm.SGMGTD(batch_size=BATCH_SIZE, updates_per_draw=THIN),
         draws=DRAWS,
         tune=TUNE,
         chains=2,
@@ -146,8 +147,7 @@ print(f"thermostat mean, by chain: {stats['thermostat_mean'].mean('draw').values
 # `sqrt(1/ESS + 1/ESS_ref)` for a standardised mean error, which is not small for these
 # short runs; the SG-MCMC samplers are also approximate (their default step sizes aim at
 # about 10% error in variance), and a short run cannot separate the two: longer runs
-# (`draws`) shrink the noise but not the bias. The thermostat samplers (SGNHT, SGMGT-D)
-# should reach a higher ESS than SGLD for the same number of updates. On a data set this
+# (`draws`) shrink the noise but not the bias. On a data set this
 # small NUTS is hard to beat in ESS per second; SG-MCMC pays off when `N` is so large that a
 # full-data gradient is expensive (compare `rows_per_draw`).
 
@@ -165,7 +165,7 @@ if QUICK:
 with model:
     table, results = pmm.compare(
         {
-            name: lambda cls=cls: cls(batch_size=BATCH_SIZE, thin=THIN)
+            name: lambda cls=cls: cls(batch_size=BATCH_SIZE, updates_per_draw=THIN)
             for name, cls in samplers.items()
         },
         draws=DRAWS,

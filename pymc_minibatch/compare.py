@@ -108,7 +108,7 @@ def compare(
         - ``mean_std_wasserstein``: the 1-D Wasserstein-1 distance between the marginal
           draws and the reference's, divided by ``sd_ref`` and averaged over parameters.
         - ``rows_per_draw``: likelihood rows evaluated per kept draw, averaged: the
-          ``batch_size`` statistic of the exact and tempered MH samplers; ``thin *
+          ``batch_size`` statistic of the exact and tempered MH samplers; ``updates_per_draw *
           batch_size`` for SG-MCMC; ``n_steps * batch_size`` per particle for
           :func:`~pymc_minibatch.sample_particles`; NUTS's leapfrog steps times N. NaN where
           unknown. A step built here also adds its setup passes times N, spread over the
@@ -425,5 +425,5 @@ def _rows_per_draw(run, n_rows):
     if "n_steps" in stats:  # NUTS/HMC: every leapfrog step evaluates the gradient on all rows
         return float(stats["n_steps"].mean()) * n_rows
     if run.step is not None and hasattr(run.step, "batch_size"):  # SG-MCMC
-        return float(run.step.batch_size) * getattr(run.step, "thin", 1)
+        return float(run.step.batch_size) * getattr(run.step, "updates_per_draw", 1)
     return math.nan

@@ -20,6 +20,7 @@ from pymc_minibatch.kernels import particles as kernels
 from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
 from pymc_minibatch.kernels.preconditioning import DensePreconditioner, identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
+from pymc_minibatch.model import control_variates as cv
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.results import draws_to_result
 
@@ -253,7 +254,7 @@ def sample_particles(
     batch_size = _batch_size(batch_size, n_data)
     rng = np.random.default_rng(random_seed)
     laplace = isinstance(init, str) and init == "laplace"
-    use_control_variates = _use_control_variates(control_variates, batch_size, n_data)
+    use_control_variates = cv.use_control_variates(control_variates, batch_size, n_data)
     started = time.perf_counter()
     fit = (
         minibatch_model.laplace(rng=rng)
@@ -270,7 +271,7 @@ def sample_particles(
         _default_schedule(n_steps, noise_ratio) if step_size is None else as_schedule(step_size)
     )
     gradients = (
-        _ControlVariateGradients(minibatch_model, fit.mode)
+        cv.ControlVariateGradients(minibatch_model, fit.mode).particles
         if use_control_variates
         else minibatch_model.grad_estimate_particles
     )
@@ -421,32 +422,6 @@ class _ParticleRun:
                 f"size {step_size:g}. Pass a smaller step_size (e.g. {step_size / 10:g}) or a "
                 "larger batch_size."
             )
-
-
-class _ControlVariateGradients:
-    """Minibatch log posterior and gradients with control variates at ``centre``:
-    ``f_S(theta) - f_S(centre) + f(centre)`` for the value and the gradient, with ``f`` the
-    full-data log posterior (one pass, at construction) and ``f_S`` its estimate on the
-    rows ``S`` (Baker et al. 2019)."""
-
-    def __init__(self, minibatch_model, centre):
-        self.minibatch_model = minibatch_model
-        self.centre = centre
-        self.centre_logp, self.centre_grad = minibatch_model.logp_and_grad(centre)
-
-    def __call__(self, thetas, rows):
-        logp, grads = self.minibatch_model.grad_estimate_particles(thetas, rows)
-        centre_logp, centre_grad = self.minibatch_model.grad_estimate(self.centre, rows)
-        return (logp - centre_logp + self.centre_logp,
-                grads - centre_grad + self.centre_grad)  # fmt: skip
-
-
-def _use_control_variates(control_variates, batch_size, n_data):
-    if isinstance(control_variates, str) and control_variates == "auto":
-        return batch_size < n_data
-    if isinstance(control_variates, bool | np.bool_):
-        return bool(control_variates)
-    raise ValueError(f"control_variates must be 'auto', True or False, got {control_variates!r}")
 
 
 def _drift_and_spread_rate(z, velocity):

@@ -138,7 +138,7 @@ def test_rows_per_draw_of_sgmcmc_is_thin_times_batch():
     model = logistic_model()
     with model:
         table = pmm.compare(
-            {"SGLD": lambda: pmm.SGLD(batch_size=50, thin=2)},
+            {"SGLD": lambda: pmm.SGLD(batch_size=50, updates_per_draw=2)},
             draws=100, tune=100, chains=1, random_seed=4,
         )  # fmt: skip
     setup_rows = table.loc["SGLD", "setup_passes"] * N_ROWS / 100

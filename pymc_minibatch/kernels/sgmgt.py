@@ -30,6 +30,7 @@ exactly from ``exp(-K_c)`` (:meth:`MonomialKinetics.sample`), every ``T_xi`` ste
 from ``N(0, 1)``.
 """
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -47,10 +48,29 @@ class SGMGTConfig(NamedTuple):
     gamma: float
 
 
-class SGMGTState(NamedTuple):
+class SGState(NamedTuple):
+    """One chain of a stochastic-gradient sampler (the dynamics run in ``z``, ``theta = L z``).
+
+    Only ``position``, ``momentum`` and ``thermostat`` enter :func:`euler_step`; the other
+    fields belong to the chain (:mod:`pymc_minibatch.kernels.sg_chain`).
+    """
+
     position: np.ndarray
-    momentum: np.ndarray | None
-    thermostat: np.ndarray | None
+    """``z``."""
+    momentum: np.ndarray | None = None
+    """``p`` (``None`` for first-order dynamics)."""
+    thermostat: np.ndarray | None = None
+    """``xi``, one per coordinate (``None`` for first-order dynamics)."""
+    preconditioner: object = None
+    """``theta = L z`` (:mod:`pymc_minibatch.kernels.preconditioning`)."""
+    updates: int = 0
+    """Updates made so far in this chain."""
+    permutation: np.ndarray | None = None
+    """The current epoch's order of the rows (``None``: no epoch started)."""
+    cursor: int = 0
+    """Rows of the epoch used so far."""
+    anchor: np.ndarray | None = None
+    """``theta`` a divergence is measured from (the mode, or the chain's start)."""
 
 
 class SGMGTInfo(NamedTuple):
@@ -68,22 +88,23 @@ def validate_config(config: SGMGTConfig):
         raise ValueError("first-order dynamics (no momentum) need sigma_theta > 0")
 
 
-def init_state(rng: np.random.Generator, position, config: SGMGTConfig) -> SGMGTState:
-    """Momentum drawn exactly from ``exp(-K_c)``, thermostats at 0."""
+def init_state(rng: np.random.Generator, position, config: SGMGTConfig, **chain) -> SGState:
+    """Momentum drawn exactly from ``exp(-K_c)``, thermostats at 0; ``chain`` sets the
+    other fields of :class:`SGState`."""
     position = np.asarray(position, dtype=np.float64)
     if config.kinetics is None:
-        return SGMGTState(position, None, None)
+        return SGState(position, **chain)
     momentum = config.kinetics.sample(rng, position.shape).momentum
-    return SGMGTState(position, momentum, np.zeros_like(position))
+    return SGState(position, momentum, np.zeros_like(position), **chain)
 
 
 def euler_step(
     rng: np.random.Generator,
-    state: SGMGTState,
+    state: SGState,
     gradient_fn: Callable[[np.ndarray], np.ndarray],
     step_size: float,
     config: SGMGTConfig,
-) -> tuple[SGMGTState, SGMGTInfo]:
+) -> tuple[SGState, SGMGTInfo]:
     """One semi-implicit Euler step of eq. (15) with step ``h = step_size``.
 
     ``gradient_fn(theta)`` returns the (stochastic) gradient of the log density.
@@ -93,12 +114,12 @@ def euler_step(
     h = step_size
     theta = state.position
     gradient = gradient_fn(theta)
-    info = SGMGTInfo(float(np.linalg.norm(gradient)))
+    info = SGMGTInfo(math.sqrt(gradient @ gradient))
     kinetics = config.kinetics
     if kinetics is None:
         theta = theta + h * config.sigma_theta * gradient
         theta = theta + np.sqrt(2.0 * config.sigma_theta * h) * rng.standard_normal(theta.shape)
-        return SGMGTState(theta, None, None), info
+        return state._replace(position=theta), info
 
     p, xi = state.momentum, state.thermostat
     friction = config.sigma_p + config.gamma * xi
@@ -118,21 +139,21 @@ def euler_step(
     xi = xi + h * drift
     if config.sigma_xi > 0:
         xi = xi + np.sqrt(2.0 * config.sigma_xi * h) * rng.standard_normal(xi.shape)
-    return SGMGTState(theta, p, xi), info
+    return state._replace(position=theta, momentum=p, thermostat=xi), info
 
 
-def resample_momentum(rng: np.random.Generator, state: SGMGTState, config: SGMGTConfig):
+def resample_momentum(rng: np.random.Generator, state: SGState, config: SGMGTConfig):
     """Redraw ``p`` exactly from ``exp(-K_c)``; returns ``(state, accept_rate)``."""
     draw = config.kinetics.sample(rng, state.momentum.shape)
     return state._replace(momentum=draw.momentum), draw.accept_rate
 
 
-def resample_thermostat(rng: np.random.Generator, state: SGMGTState) -> SGMGTState:
+def resample_thermostat(rng: np.random.Generator, state: SGState) -> SGState:
     """Redraw ``xi`` from its marginal ``N(0, 1)``."""
     return state._replace(thermostat=rng.standard_normal(state.thermostat.shape))
 
 
-def kinetic_energy(state: SGMGTState, config: SGMGTConfig) -> float:
+def kinetic_energy(state: SGState, config: SGMGTConfig) -> float:
     """``sum_d K_c(p_d)`` (NaN without momentum)."""
     if config.kinetics is None:
         return float("nan")

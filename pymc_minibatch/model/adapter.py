@@ -318,6 +318,36 @@ class MinibatchModel:
         )
         return float(value), grad
 
+    def grad_estimate_difference(self, theta, centre, idx):
+        """:meth:`grad_estimate` at ``theta`` minus its likelihood part at ``centre``.
+
+        ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx) - loglik(centre, idx))``
+        and its gradient with respect to ``theta`` minus the likelihood part's gradient at
+        ``centre``, from one call on rows gathered once: the minibatch part of a
+        control-variate estimate (see
+        :class:`~pymc_minibatch.model.control_variates.ControlVariateGradients`).
+
+        Examples
+        --------
+        >>> value, grad = mm.grad_estimate_difference(np.ones(3), np.ones(3), np.arange(100))
+        >>> bool(np.isclose(value, mm.logprior(np.ones(3))))
+        True
+        >>> bool(np.allclose(grad, mm.logprior_and_grad(np.ones(3))[1]))
+        True
+        """
+        idx = np.asarray(idx)
+        if idx.size == 0:
+            raise ValueError("grad_estimate_difference needs at least one row index")
+        scale = np.asarray(self.n_data / idx.size, dtype=np.float64)
+        value, grad = self._call(
+            "grad_estimate_difference",
+            self._as_theta(theta),
+            self._as_theta(centre),
+            scale,
+            *self._rows.gather(idx),
+        )
+        return float(value), grad
+
     def grad_estimate_particles(self, thetas, idx):
         """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
         same rows ``idx`` (gathered once). Returns values ``(M,)`` and gradients ``(M, ndim)``.
@@ -552,6 +582,15 @@ class MinibatchModel:
             scale = pt.scalar("scale", dtype="float64")
             value = self._logprior + scale * ll.sum()
             inputs, outputs = [theta, scale, *rows], [value, pytensor.grad(value, theta)]
+        elif name == "grad_estimate_difference":
+            scale = pt.scalar("scale", dtype="float64")
+            centre = theta.type("centre")
+            (ll_centre,) = clone_replace([ll], replace={theta: centre})
+            value = self._logprior + scale * (ll.sum() - ll_centre.sum())
+            grad = pytensor.grad(self._logprior + scale * ll.sum(), theta) - pytensor.grad(
+                scale * ll_centre.sum(), centre
+            )
+            inputs, outputs = [theta, centre, scale, *rows], [value, grad]
         elif name == "logprior":
             inputs, outputs = [theta], self._logprior
         elif name == "logprior_and_grad":

@@ -5,7 +5,7 @@ import pytest
 
 from pymc_minibatch.kernels import sgmgt
 from pymc_minibatch.kernels.kinetics import make_kinetics
-from pymc_minibatch.kernels.sgmgt import SGMGTConfig, SGMGTState
+from pymc_minibatch.kernels.sgmgt import SGMGTConfig, SGState
 
 
 class ZeroNoise:
@@ -20,7 +20,7 @@ def _gradient(theta):
     return -np.array([theta[0] + 0.5 * theta[1] ** 3, np.sin(theta[0]) + theta[1]])
 
 
-STATE = SGMGTState(np.array([0.3, -1.2]), np.array([0.7, -0.4]), np.array([0.2, -0.5]))
+STATE = SGState(np.array([0.3, -1.2]), np.array([0.7, -0.4]), np.array([0.2, -0.5]))
 
 
 @pytest.mark.parametrize("a", [0.5, 1, 2])
@@ -30,7 +30,7 @@ def test_zero_noise_step_equals_the_hand_computed_euler_step(a):
     h = 0.05
     new, info = sgmgt.euler_step(ZeroNoise(), STATE, _gradient, h, config)
 
-    theta, p, xi = STATE
+    theta, p, xi = STATE.position, STATE.momentum, STATE.thermostat
     g = _gradient(theta)
     p1 = p + h * g - h * (0.8 + 1.7 * xi) * kinetics.grad(p)
     v1 = kinetics.grad(p1)
@@ -58,8 +58,9 @@ def test_a_half_without_first_order_terms_is_sgnht():
     diffusion, h = 1.3, 0.02
     config = SGMGTConfig(make_kinetics(0.5, 1.0), 0.0, diffusion, 0.0, 1.0)
     rng_kernel, rng_reference = np.random.default_rng(7), np.random.default_rng(7)
-    state = SGMGTState(STATE.position, STATE.momentum, STATE.thermostat - diffusion)
-    theta, p, xi = STATE  # the reference thermostat is A + xi
+    state = SGState(STATE.position, STATE.momentum, STATE.thermostat - diffusion)
+    # the reference thermostat is A + xi
+    theta, p, xi = STATE.position, STATE.momentum, STATE.thermostat
     for _ in range(200):
         state, _ = sgmgt.euler_step(rng_kernel, state, _gradient, h, config)
         noise = np.sqrt(2 * diffusion * h) * rng_reference.standard_normal(2)

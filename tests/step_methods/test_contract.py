@@ -27,7 +27,7 @@ SAMPLERS = [
     functools.partial(pmm.SGHMC, batch_size=100),
     functools.partial(pmm.SGNHT, batch_size=100),
     functools.partial(pmm.SGMGT, batch_size=100, a=2, momentum_resample_every=7),
-    functools.partial(pmm.SGMGTD, batch_size=100, thin=3),
+    functools.partial(pmm.SGMGTD, batch_size=100, updates_per_draw=3),
 ]
 
 

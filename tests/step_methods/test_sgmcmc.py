@@ -42,7 +42,7 @@ def _steps(step, point, n):
 @pytest.mark.parametrize(
     ("sampler", "expected"),
     [
-        (pmm.SGLD, 0.4 / 16),
+        (pmm.SGLD, 0.2 / 16),
         (pmm.SGHMC, 0.2 / 16),
         (pmm.SGNHT, 0.5 / 16),
         (pmm.SGMGT, 0.5 / 16),
@@ -50,27 +50,34 @@ def _steps(step, point, n):
     ],
 )
 def test_default_step_sizes_follow_the_documented_rules(logistic, sampler, expected):
-    with logistic:  # r = N / B - 1 = 15, or 0 with all rows
-        step = sampler(batch_size=50)
+    with logistic:  # plain gradients: r = N / B - 1 = 15, or 0 with all rows
+        step = sampler(batch_size=50, control_variates=False)
         full = sampler(batch_size=N_ROWS)
+        with_cv = sampler(batch_size=50)
     assert step.schedule(0) == pytest.approx(expected)
     assert step.precondition and step.laplace is not None
     if sampler in (pmm.SGMGT, pmm.SGMGTD):  # "auto": 10 time units
         assert step.momentum_resample_every == step.thermostat_resample_every == 320
-    assert full.schedule(0) == pytest.approx({pmm.SGLD: 0.4, pmm.SGHMC: 0.1}.get(sampler, 0.05))
+    largest = {pmm.SGLD: 0.2, pmm.SGHMC: 0.2}.get(sampler, 0.1)
+    assert not full.control_variates and full.noise_ratio == 0
+    assert full.schedule(0) == pytest.approx(largest)
+    # control variates: the measured noise is far below N / B - 1 on this posterior
+    assert with_cv.control_variates and 0 < with_cv.noise_ratio < 1
+    assert with_cv.schedule(0) == pytest.approx(with_cv.default_step_size(with_cv.noise_ratio))
+    assert with_cv.schedule(0) > step.schedule(0)
 
 
 def test_each_epoch_uses_every_row_once(logistic):
     with logistic:
         step = pmm.SGNHT(batch_size=150, step_size=1e-3, rng=3)
     seen = []
-    estimate = step.minibatch_model.grad_estimate
+    estimate = step.estimate
 
     def spy(theta, idx):
         seen.append(np.array(idx))
         return estimate(theta, idx)
 
-    step.minibatch_model.grad_estimate = spy
+    step.estimate = spy
     _steps(step, logistic.initial_point(), 10)
     assert all(rows.size == 150 for rows in seen)
     first, second = np.concatenate(seen[:5]), np.concatenate(seen[5:10])
@@ -94,21 +101,45 @@ def test_statistics_describe_the_dynamics(logistic):
     rates = np.array([s["resample_accept_rate"] for s in stats])
     assert np.all(np.isnan(rates[~np.array(resampled)]))
     assert np.all((rates[resampled] > 0) & (rates[resampled] <= 1))
-    energy = sgmgt.config.kinetics.energy(sgmgt.dynamics.momentum).sum()
+    energy = sgmgt.config.kinetics.energy(sgmgt.chain.momentum).sum()
     assert stats[-1]["kinetic_energy"] == pytest.approx(energy)
-    assert stats[-1]["thermostat_mean"] == pytest.approx(np.mean(sgmgt.dynamics.thermostat))
+    assert stats[-1]["thermostat_mean"] == pytest.approx(np.mean(sgmgt.chain.thermostat))
     assert all(s["grad_norm"] > 0 for s in stats)
 
 
-def test_schedules_and_thin_count_updates(logistic):
+def test_schedules_and_updates_per_draw_count_updates(logistic):
     schedule = pmm.schedules.polynomial_decay(0.01, b=2.0, power=0.6)
     with logistic:
-        step = pmm.SGHMC(batch_size=100, step_size=schedule, thin=4, rng=1)
+        step = pmm.SGHMC(batch_size=100, step_size=schedule, updates_per_draw=4, rng=1)
     assert not step.precondition  # a given step size is in the model's units
     _, stats = _steps(step, logistic.initial_point(), 5)
     # the stat is the step of each draw's last update: t = 3, 7, 11, ...
     np.testing.assert_allclose([s["step_size"] for s in stats], schedule(np.arange(3, 20, 4)))
-    assert step.updates == 20
+    assert step.chain.updates == 20
+
+
+@pytest.mark.parametrize("sampler", [pmm.SGLD, pmm.SGMGT])
+def test_updates_per_draw_is_the_same_chain_thinned(logistic, sampler):
+    def draws(k, n_draws, tune):
+        with logistic:
+            idata = pm.sample(
+                step=sampler(batch_size=100, updates_per_draw=k, momentum_resample_every=7)
+                if sampler is pmm.SGMGT
+                else sampler(batch_size=100, updates_per_draw=k),
+                draws=n_draws, tune=tune, chains=1, random_seed=9, progressbar=False,
+                compute_convergence_checks=False,
+            )  # fmt: skip
+        return posterior(idata)["beta"].values[0], sample_stats(idata)
+
+    thinned, stats = draws(3, 20, 10)
+    every, stats_every = draws(1, 60, 30)
+    np.testing.assert_array_equal(thinned, every[2::3])
+    np.testing.assert_array_equal(
+        stats["step_size"].values[0], stats_every["step_size"].values[0, 2::3]
+    )
+    if sampler is pmm.SGMGT:  # resampled: any of the draw's three updates
+        flags = stats_every["resampled"].values[0].reshape(-1, 3).any(axis=1)
+        np.testing.assert_array_equal(stats["resampled"].values[0], flags)
 
 
 def test_preconditioner_is_the_posterior_scale(normal_mean):
@@ -199,7 +230,8 @@ def test_a_point_outside_the_support_stops_the_chain():
         (lambda: pmm.SGLD(batch_size=0), ValueError, "batch_size must lie"),
         (lambda: pmm.SGLD(batch_size=N_ROWS + 1), ValueError, "batch_size must lie"),
         (lambda: pmm.SGLD(batch_size=10.0), TypeError, "batch_size must be an integer"),
-        (lambda: pmm.SGLD(batch_size=10, thin=0), ValueError, "thin"),
+        (lambda: pmm.SGLD(batch_size=10, updates_per_draw=0), ValueError, "updates_per_draw"),
+        (lambda: pmm.SGLD(batch_size=10, control_variates="yes"), ValueError, "control_var"),
         (lambda: pmm.SGLD(batch_size=10, step_size=-0.1), ValueError, "positive"),
         (lambda: pmm.SGLD(batch_size=10, step_size="auto"), TypeError, "step_size"),
         (lambda: pmm.SGHMC(batch_size=10, friction=0.0), ValueError, "friction"),

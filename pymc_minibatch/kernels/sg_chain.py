@@ -1,0 +1,218 @@
+"""One chain of a stochastic-gradient sampler: batches, dynamics in ``z``, resampling, checks.
+
+Pure functions on :class:`~pymc_minibatch.kernels.sgmgt.SGState`. The dynamics of
+:func:`~pymc_minibatch.kernels.sgmgt.euler_step` run in preconditioned coordinates ``z``
+with ``theta = L z``; the log density is seen only through
+``estimate(theta, rows) -> (log density, gradient)`` in ``theta``, an unbiased minibatch
+estimate (plain or with control variates).
+
+- :func:`start_chain`: the state at a chain's start.
+- :func:`gradient_noise`: the estimate's noise variance per coordinate of ``z`` (it sets the
+  default step sizes).
+- :func:`run`: ``n`` updates (next batch of the epoch, one Euler step, resampling when due,
+  divergence check), stopping at the first divergence; its :class:`SGInfo` holds every
+  statistic of the last update.
+- :func:`find_divergence`: a non-finite value, or a chain that ran away from its anchor.
+"""
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from pymc_minibatch.kernels.batches import next_epoch_batch
+from pymc_minibatch.kernels.sgmgt import (
+    SGMGTConfig,
+    SGState,
+    euler_step,
+    init_state,
+    kinetic_energy,
+    resample_momentum,
+    resample_thermostat,
+)
+
+RUNAWAY_DISTANCE = 1e4
+"""Preconditioned units from the anchor beyond which a chain has diverged."""
+
+NOISE_BATCHES = 8
+"""Batches per point when :func:`gradient_noise` measures the estimate's variance."""
+
+Estimate = Callable[[np.ndarray, np.ndarray], tuple[float, np.ndarray]]
+
+
+class SGSettings(NamedTuple):
+    """What stays fixed along a chain."""
+
+    config: SGMGTConfig
+    schedule: Callable[[int], float]
+    """Step size ``h`` at update ``t = 0, 1, ...``."""
+    n_data: int
+    batch_size: int
+    momentum_resample_every: int | None = None
+    thermostat_resample_every: int | None = None
+
+
+class Divergence(NamedTuple):
+    """Why a chain stopped."""
+
+    reason: str
+    """``"non-finite <parts>"`` or ``"ran away"``."""
+    coordinate: int | None
+    """The coordinate of ``theta`` that moved furthest from the anchor (``None`` if none
+    is finite)."""
+    distance: float
+    """Its move, in its own preconditioned sds."""
+
+
+class SGInfo(NamedTuple):
+    """Statistics of the last update of :func:`run` (``resampled``: of any of them)."""
+
+    updates: int
+    """The chain's update count after it."""
+    step_size: float
+    log_density: float
+    """The estimate of the log density at the point the gradient was taken."""
+    grad_norm: float
+    """Euclidean norm of the gradient estimate in ``theta``'s units."""
+    kinetic_energy: float
+    thermostat_mean: float
+    resampled: bool
+    resample_accept_rate: float
+    """Mean acceptance of the momentum resamplings made (NaN if none)."""
+    divergence: Divergence | None
+
+
+def start_chain(rng, start, anchor, preconditioner, config: SGMGTConfig) -> SGState:
+    """The state of a new chain at ``theta = start``, measuring divergence from ``anchor``."""
+    return init_state(
+        rng, preconditioner.to_z(start), config, preconditioner=preconditioner, anchor=anchor
+    )
+
+
+def run(rng, state: SGState, estimate: Estimate, settings: SGSettings, n_updates: int):
+    """``n_updates`` updates; returns ``(state, SGInfo)``, stopping early at a divergence."""
+    accept_rates, resampled = [], False
+    for _ in range(n_updates):
+        state, update, accept_rate = _update(rng, state, estimate, settings)
+        resampled |= update["resampled"]
+        accept_rates.extend(accept_rate)
+        if update["divergence"] is not None:
+            break
+    info = SGInfo(  # the per-update values of the last update; the rest from its state
+        updates=state.updates,
+        step_size=update["step_size"],
+        log_density=float(update["log_density"]),
+        grad_norm=update["grad_norm"],
+        kinetic_energy=kinetic_energy(state, settings.config),
+        thermostat_mean=_thermostat_mean(state, settings.config),
+        resampled=resampled,
+        resample_accept_rate=float(np.mean(accept_rates)) if accept_rates else np.nan,
+        divergence=update["divergence"],
+    )
+    return state, info
+
+
+def _update(rng, state, estimate, settings):
+    """One update: ``(state, values of the update, momentum acceptance rates)``."""
+    to_theta, to_z = state.preconditioner.to_theta, state.preconditioner.gradient_to_z
+    rows, permutation, cursor = next_epoch_batch(
+        rng, settings.n_data, settings.batch_size, state.permutation, state.cursor
+    )
+    state = state._replace(permutation=permutation, cursor=cursor)
+    update = {"step_size": float(settings.schedule(state.updates))}
+
+    def gradient_in_z(z):
+        update["log_density"], grad = estimate(to_theta(z), rows)
+        update["grad_norm"] = math.sqrt(grad @ grad)
+        return to_z(grad)
+
+    with np.errstate(over="ignore", invalid="ignore"):  # reported by find_divergence
+        state, _ = euler_step(rng, state, gradient_in_z, update["step_size"], settings.config)
+        state = state._replace(updates=state.updates + 1)
+        update["divergence"] = find_divergence(state, update["log_density"], update["grad_norm"])
+    update["resampled"], accept_rates = False, []
+    if update["divergence"] is None:
+        state, update["resampled"], accept_rates = _resample(rng, state, settings)
+    return state, update, accept_rates
+
+
+def _resample(rng, state, settings):
+    """Redraw the momentum and the thermostats when their periods come round."""
+    if settings.config.kinetics is None:
+        return state, False, []
+    resampled, accept_rates = False, []
+    period = settings.momentum_resample_every
+    if period is not None and state.updates % period == 0:
+        state, accept_rate = resample_momentum(rng, state, settings.config)
+        resampled = True
+        accept_rates.append(accept_rate)
+    period = settings.thermostat_resample_every
+    if period is not None and state.updates % period == 0:
+        state = resample_thermostat(rng, state)
+        resampled = True
+    return state, resampled, accept_rates
+
+
+def _thermostat_mean(state, config):
+    if config.kinetics is None or config.gamma == 0:
+        return np.nan
+    return float(np.mean(state.thermostat))
+
+
+def find_divergence(state: SGState, log_density, grad_norm) -> Divergence | None:
+    """A non-finite log density, gradient or state, or a position more than
+    ``RUNAWAY_DISTANCE`` preconditioned units from the anchor (an unstable step can grow
+    without ever overflowing); ``None`` if the chain is fine."""
+    # one sum is finite only if every part is (inf - inf is NaN): checked per part only
+    # when it is not, which keeps the check at a few microseconds per update
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = log_density + grad_norm + state.position.sum()
+        if state.momentum is not None:
+            total += state.momentum.sum() + state.thermostat.sum()
+    if not math.isfinite(total):
+        parts = {"log density": log_density, "gradient": grad_norm, "position": state.position}
+        if state.momentum is not None:
+            parts.update(momentum=state.momentum, thermostat=state.thermostat)
+        bad = [name for name, value in parts.items() if not np.all(np.isfinite(value))]
+        return Divergence(f"non-finite {', '.join(bad)}", *largest_move(state))
+    anchor_z = state.preconditioner.to_z(state.anchor)
+    if np.abs(state.position - anchor_z).max() > RUNAWAY_DISTANCE:
+        return Divergence("ran away", *largest_move(state))
+    return None
+
+
+def largest_move(state: SGState):
+    """``(coordinate, distance)``: the coordinate of ``theta`` furthest from the anchor, in
+    its own preconditioned sds (``(None, nan)`` if no move is finite)."""
+    to_theta = state.preconditioner.to_theta
+    move = to_theta(state.position) - state.anchor
+    scale = np.sqrt(np.sum(to_theta(np.eye(move.size)) ** 2, axis=1))  # sd of each theta_d
+    moves = np.abs(move) / scale
+    if not np.any(np.isfinite(moves)):
+        return None, np.nan
+    index = int(np.nanargmax(np.where(np.isfinite(moves), moves, -np.inf)))
+    return index, float(moves[index])
+
+
+def gradient_noise(rng, estimate: Estimate, preconditioner, points, n_data, batch_size):
+    """The estimate's noise variance per coordinate of ``z``, largest over coordinates.
+
+    At each of ``points`` (rows of ``theta``), ``NOISE_BATCHES`` batches of ``batch_size``
+    distinct rows give gradient estimates; their sample variance in ``z`` is averaged over
+    the points. Points where an estimate is not finite are skipped; returns NaN if none is
+    left. With plain minibatch gradients in whitened coordinates this is about
+    ``N / batch_size - 1``; with control variates it is O(1) or smaller.
+    """
+    variances = []
+    for theta in points:
+        values, grads = [], []
+        for _ in range(NOISE_BATCHES):
+            value, grad = estimate(theta, rng.choice(n_data, size=batch_size, replace=False))
+            values.append(value)
+            grads.append(preconditioner.gradient_to_z(grad))
+        if np.all(np.isfinite(values)) and np.all(np.isfinite(grads)):
+            variances.append(np.var(grads, axis=0, ddof=1))
+    if not variances:
+        return np.nan
+    return float(np.max(np.mean(variances, axis=0)))

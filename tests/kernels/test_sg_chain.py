@@ -1,0 +1,194 @@
+"""The stochastic-gradient chain kernel without PyMC: updates, epochs, checks, noise."""
+
+import numpy as np
+import pytest
+
+from pymc_minibatch.kernels import sg_chain
+from pymc_minibatch.kernels.kinetics import make_kinetics
+from pymc_minibatch.kernels.preconditioning import DiagonalPreconditioner, identity_preconditioner
+from pymc_minibatch.kernels.sgmgt import SGMGTConfig
+
+SGLD = SGMGTConfig(None, sigma_theta=0.5, sigma_p=0.0, sigma_xi=0.0, gamma=0.0)
+SGNHT = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, 1.0, 0.0, 1.0)
+SGMGT = SGMGTConfig(make_kinetics(1, 10.0), 0.0, 1.0, 0.0, 1.0)
+
+
+def gaussian_estimate(theta, rows):
+    """``log N(theta; 0, I)`` and its gradient, the same whatever the rows."""
+    return -0.5 * float(theta @ theta), -theta
+
+
+def _chain(config, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    preconditioner = DiagonalPreconditioner(np.full(2, scale))
+    return rng, sg_chain.start_chain(rng, np.array([0.5, -0.3]), np.zeros(2), preconditioner,
+                                     config)  # fmt: skip
+
+
+def _settings(config, step_size=0.1, n_data=100, batch_size=10, period=None):
+    return sg_chain.SGSettings(config, lambda t: step_size, n_data, batch_size, period, period)
+
+
+@pytest.mark.parametrize("config", [SGLD, SGNHT, SGMGT], ids=["SGLD", "SGNHT", "SGMGT"])
+def test_k_updates_are_k_single_updates(config):
+    settings = _settings(config, period=7)
+    rng_k, state_k = _chain(config)
+    rng_1, state_1 = _chain(config)
+    for _ in range(4):
+        state_k, info_k = sg_chain.run(rng_k, state_k, gaussian_estimate, settings, 5)
+        resampled = False
+        for _ in range(5):
+            state_1, info_1 = sg_chain.run(rng_1, state_1, gaussian_estimate, settings, 1)
+            resampled |= info_1.resampled
+        np.testing.assert_array_equal(state_k.position, state_1.position)
+        assert info_k.updates == info_1.updates == state_k.updates
+        assert info_k.resampled == resampled
+    assert state_k.updates == 20
+
+
+def test_epochs_use_every_row_once_and_skip_the_remainder():
+    seen = []
+
+    def recording(theta, rows):
+        seen.append(rows.copy())
+        return gaussian_estimate(theta, rows)
+
+    rng, state = _chain(SGLD)
+    sg_chain.run(rng, state, recording, _settings(SGLD, n_data=35, batch_size=10), 6)
+    first, second = np.concatenate(seen[:3]), np.concatenate(seen[3:])
+    assert np.unique(first).size == 30 and np.unique(second).size == 30  # 5 skipped
+    assert not np.array_equal(np.sort(first), np.sort(second))
+
+
+def test_sgld_samples_the_gaussian_in_preconditioned_coordinates():
+    """With theta = 2 z, SGLD samples N(0, I) in theta up to its Euler bias."""
+    settings = _settings(SGLD, step_size=0.1)
+    rng, state = _chain(SGLD, scale=2.0)
+    draws = []
+    for _ in range(20_000):
+        state, _ = sg_chain.run(rng, state, gaussian_estimate, settings, 1)
+        draws.append(state.preconditioner.to_theta(state.position))
+    draws = np.array(draws)
+    # curvature 4 in z: z <- (1 - 2h) z + sqrt(h) noise has variance 1 / (4 (1 - h)); ESS
+    # about 2200, so 10% is 3 standard errors of a variance and 0.1 is 4.5 of a mean
+    z_variance = 1.0 / (4.0 * (1.0 - 0.1))
+    np.testing.assert_allclose(draws.var(axis=0), 4.0 * z_variance, rtol=0.1)
+    assert np.all(np.abs(draws.mean(axis=0)) < 0.1)
+
+
+@pytest.mark.parametrize(
+    ("config", "step_size", "sd", "tolerance"),
+    [
+        (SGLD, 0.2, np.sqrt(1 / (1 - 0.2 / 4)), 0.02),  # the Euler bias, 2.6% in sd
+        (SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, 1.0, 0.0, 0.0), 0.2, 1.0, 0.03),
+        (SGNHT, 0.1, 1.0, 0.05),
+        (SGMGT, 0.1, 1.0, 0.05),
+    ],
+    ids=["SGLD", "SGHMC", "SGNHT", "SGMGT"],
+)
+def test_largest_default_steps_keep_a_unit_gaussians_sd(config, step_size, sd, tolerance):
+    """The caps of the default step-size rules, without gradient noise (control variates
+    on tall data): 10 coordinates of N(0, 1), 40,000 updates, resampling every 10 time
+    units; the sd averaged over coordinates. SGLD's draws are 4 / h updates apart."""
+    period = None if config.kinetics is None else round(10 / step_size)
+    settings = sg_chain.SGSettings(config, lambda t: step_size, 1000, 10, period, period)
+    rng = np.random.default_rng(0)
+    state = sg_chain.start_chain(rng, np.zeros(10), np.zeros(10), identity_preconditioner(10),
+                                 config)  # fmt: skip
+    draws = np.empty((40_000, 10))
+    for t in range(draws.shape[0]):
+        state, _ = sg_chain.run(rng, state, gaussian_estimate, settings, 1)
+        draws[t] = state.position
+    draws = draws[2000:]
+    assert abs(draws.std(axis=0).mean() / sd - 1) < tolerance
+    if config is SGLD:
+        lag = draws[1:] * draws[:-1]
+        autocorrelation = lag.mean() / draws.var()
+        assert autocorrelation == pytest.approx(1 - step_size / 2, abs=0.02)
+
+
+def test_statistics_describe_the_last_update():
+    settings = _settings(SGNHT)
+    rng, state = _chain(SGNHT)
+    state, _ = sg_chain.run(rng, state, gaussian_estimate, settings, 2)
+    theta_before = state.preconditioner.to_theta(state.position)
+    state, info = sg_chain.run(rng, state, gaussian_estimate, settings, 1)
+    assert info.updates == 3 and info.step_size == 0.1 and info.divergence is None
+    # the gradient -theta was taken at the point the last update started from
+    assert info.grad_norm == pytest.approx(np.linalg.norm(theta_before))
+    assert info.log_density == pytest.approx(-0.5 * theta_before @ theta_before)
+    assert info.kinetic_energy == pytest.approx(0.5 * np.sum(state.momentum**2))
+    assert info.thermostat_mean == pytest.approx(np.mean(state.thermostat))
+    assert np.isnan(info.resample_accept_rate) and not info.resampled
+
+
+def test_resampling_happens_every_period_and_reports_its_acceptance():
+    settings = _settings(SGMGT, period=3)
+    rng, state = _chain(SGMGT)
+    flags, rates = [], []
+    for _ in range(9):
+        state, info = sg_chain.run(rng, state, gaussian_estimate, settings, 1)
+        flags.append(info.resampled)
+        rates.append(info.resample_accept_rate)
+    assert flags == [False, False, True] * 3
+    rates = np.array(rates)
+    assert np.all(np.isnan(rates[~np.array(flags)]))
+    assert np.all((rates[flags] > 0) & (rates[flags] <= 1))
+
+
+@pytest.mark.parametrize("bad", ["log density", "gradient"])
+def test_a_non_finite_estimate_stops_the_run_and_names_it(bad):
+    def broken(theta, rows):
+        value, grad = gaussian_estimate(theta, rows)
+        if bad == "log density":
+            return np.nan, grad
+        return value, np.array([np.inf, 0.0])
+
+    rng, state = _chain(SGNHT)
+    state, info = sg_chain.run(rng, state, broken, _settings(SGNHT), 10)
+    assert info.updates == 1  # stopped at the first update
+    assert info.divergence.reason.startswith("non-finite")
+    assert bad in info.divergence.reason
+
+
+def test_a_chain_that_runs_away_is_stopped_with_the_coordinate_that_moved():
+    def pushing(theta, rows):  # a constant force along the second coordinate
+        return 0.0, np.array([0.0, 1e3])
+
+    rng, state = _chain(SGLD)
+    state, info = sg_chain.run(rng, state, pushing, _settings(SGLD, step_size=1.0), 100)
+    divergence = info.divergence
+    assert divergence.reason == "ran away" and divergence.coordinate == 1
+    assert divergence.distance > sg_chain.RUNAWAY_DISTANCE
+    assert info.updates < 100
+
+
+def test_find_divergence_is_none_for_a_healthy_state():
+    _, state = _chain(SGNHT)
+    assert sg_chain.find_divergence(state, -1.0, 2.0) is None
+
+
+def test_gradient_noise_is_the_variance_per_preconditioned_coordinate():
+    """Estimates with noise of sd (1, 3) in theta and theta = L z with L = diag(2, 0.5):
+    in z the noise sds are (2, 1.5), the largest variance 4."""
+
+    def noisy(theta, rows):
+        noise = np.random.default_rng(int(rows[0])).normal(size=2) * np.array([1.0, 3.0])
+        return 0.0, -theta + noise
+
+    preconditioner = DiagonalPreconditioner(np.array([2.0, 0.5]))
+    points = np.zeros((40, 2))
+    rng = np.random.default_rng(3)
+    measured = sg_chain.gradient_noise(rng, noisy, preconditioner, points, 10**6, 5)
+    assert measured == pytest.approx(4.0, rel=0.15)
+
+
+def test_gradient_noise_skips_points_where_the_estimate_is_not_finite():
+    def half_broken(theta, rows):
+        return (np.nan if theta[0] > 0 else 0.0), -theta
+
+    points = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    rng = np.random.default_rng(0)
+    identity = identity_preconditioner(2)
+    assert sg_chain.gradient_noise(rng, half_broken, identity, points, 100, 10) == 0.0
+    assert np.isnan(sg_chain.gradient_noise(rng, half_broken, identity, points[:1], 100, 10))
