@@ -14,15 +14,22 @@ coefficients do not depend on N:
   the linear predictor has the same spread for every d);
 - Student-t robust regression (nu = 4, scale fixed at 1), d = 5, the same N;
 - logistic regression, d = 50, N = 1e6: where order 2 stops paying, as the batch grows like
-  d^3 / sqrt(N).
+  d^3 / sqrt(N);
+- likelihoods bounded only on a trust region around the mode (``pymc_minibatch.model.region``),
+  at N <= 1e6: a linear regression with a free noise scale (``linear10``: an intercept of 1
+  and 9 standard normal covariates, beta ~ N(0, 10^2), y = X beta + 0.8 noise, sigma ~
+  HalfNormal(2); d = 10 coefficients plus log sigma) and a Poisson log-linear regression
+  (``poisson10``: the same design, intercept 1, beta ~ N(0, 1); mean count about 3.4).
+  The column ``outside`` is the fraction of steps with a point outside the trust region
+  (full-data steps).
 
 Per (problem, N): rows evaluated per step, mean acceptance, ESS per step (bulk ESS, min over
 parameters, per draw), microseconds per step (tuning steps included), ESS/s and its ratio to
 NUTS, and setup seconds. NUTS (one chain from the MAP, with the Laplace diagonal as its
-initial mass matrix, see ``nuts_step``) runs for N <= 1e6 only; at N = 1e7 the ratio is
-extrapolated from N = 1e6 as NUTS's cost is linear in N (shown as ``~``). Where NUTS ran, the
-table also shows ``dmean``: max over parameters of |mean - NUTS mean| / NUTS sd, and ``dsd``:
-max of |sd / NUTS sd - 1|.
+initial mass matrix, see ``bench_data.nuts_step``) runs for N <= 1e6 only; at N = 1e7 the
+ratio is extrapolated from N = 1e6 as NUTS's cost is linear in N (shown as ``~``). Where NUTS
+ran, the table also shows ``dmean``: max over parameters of |mean - NUTS mean| / NUTS sd,
+and ``dsd``: max of |sd / NUTS sd - 1|.
 
 Acceptance check (logistic d = 10, N = 1e6): ESS/s >= 1000 x NUTS, means within 0.1 NUTS sd,
 sds within 5 %. NUTS draws 1000 (``--nuts-draws`` changes it) and TunaMH 20000 (ESS about
@@ -58,7 +65,11 @@ side (N = 1e4, 1e5 and the robust d = 10 regression) adds an estimated 5 minutes
 NUTS at N = 1e6 took 10 minutes for d = 10 (1100 draws, ~6 leapfrog steps of ~0.1 s) and 6 for
 d = 50 (225 draws); TunaMH's setup at N = 1e7 took 17-37 s per problem (up to 2 minutes when
 the cores are busy), its sampling a few seconds per problem (23 s at d = 50). ``--scaling-only`` /
-``--side-only`` run one part, ``--sizes`` the scaling table's N (e.g. ``--sizes 1e4 1e5``),
+``--side-only`` run one part. Those 22 minutes predate ``linear10`` and ``poisson10``: at
+N = 1e6 alone they took 14 minutes (``--scaling-only --sizes 1e6 --scaling-problems linear10
+poisson10``, with the test suite on the other core: NUTS 7 and 6 minutes, TunaMH 7-8 s of
+setup and 4-5 s of sampling each); their smaller N add a few minutes more (not measured).
+``--sizes`` sets the scaling table's N (e.g. ``--sizes 1e4 1e5``),
 ``--scaling-problems`` its problems, ``--quick`` (about 20 s) N = 1e4 only with small budgets.
 Results, NUTS's included, go to ``--json`` (rewritten after every problem) and the side-by-side
 bars to ``--plot`` (PNG).
@@ -75,7 +86,7 @@ import warnings
 import arviz as az
 import numpy as np
 import pymc as pm
-from pymc.step_methods.hmc.quadpotential import QuadPotentialDiagAdapt
+from bench_data import laplace_variances, nuts_step
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
@@ -98,6 +109,8 @@ NUTS_BUDGETS = {
     ("robust", 5, 10**5): (150, 500),
     ("robust", 5, 10**6): (100, 300),
     ("robust", 10, 10**5): (150, 600),
+    ("linear", 10, 10**6): (300, 1000),
+    ("poisson", 10, 10**6): (300, 1000),
 }
 #: TunaMH (tune, draws); the pCN search for rho takes 400 tuning steps
 TUNA_BUDGET = (1000, 20000)
@@ -107,7 +120,11 @@ QUICK_BUDGET = {"NUTS": (200, 400), "TunaMH": (600, 4000), "FullMH": (300, 1000)
 NUTS_MAX_ROWS = 10**6
 STEPS = {"FullMH": pmm.FullMH, "TunaMH": pmm.TunaMH, "TFMH": pmm.TFMH, "FlyMC": pmm.FlyMC}
 SCALING_PROBLEMS = {"logistic10": ("logistic", 10), "robust5": ("robust", 5),
-                    "logistic50": ("logistic", 50)}  # fmt: skip
+                    "logistic50": ("logistic", 50), "linear10": ("linear", 10),
+                    "poisson10": ("poisson", 10)}  # fmt: skip
+#: Problems whose bounds hold on a trust region: run at N <= 1e6 (the design matrices of the
+#: expansion, one per linear predictor, would take 1.8 GB at 1e7)
+REGION_KINDS = ("linear", "poisson")
 CHUNK_ROWS = 10**5
 CHECK = {"ratio": 1000.0, "mean_sd": 0.1, "sd_rel": 0.05}
 #: NUTS results kept in the scaling rows of the JSON file
@@ -124,22 +141,32 @@ def regression_data(kind, n_rows, n_features, seed=0, memmap_dir=None):
     rng = np.random.default_rng([seed, n_features])
     if kind == "logistic":
         beta = rng.normal(scale=0.5 * np.sqrt(10.0 / n_features), size=n_features)
+    elif kind == "poisson":
+        beta = np.r_[1.0, rng.normal(scale=0.5 / np.sqrt(n_features - 1), size=n_features - 1)]
     else:
         beta = rng.normal(size=n_features)
+        if kind == "linear":
+            beta[0] = 1.0
     shape = (n_rows, n_features)
     if memmap_dir is None:
         X = np.empty(shape)
     else:
         path = os.path.join(memmap_dir, f"X_{kind}_{n_features}_{n_rows}.f8")
         X = np.memmap(path, dtype=np.float64, mode="w+", shape=shape)
-    y = np.empty(n_rows, dtype="int64" if kind == "logistic" else np.float64)
+    y = np.empty(n_rows, dtype="int64" if kind in ("logistic", "poisson") else np.float64)
     for k, start in enumerate(range(0, n_rows, CHUNK_ROWS)):
         stop = min(start + CHUNK_ROWS, n_rows)
         chunk_rng = np.random.default_rng([seed, n_features, k])
         block = chunk_rng.normal(size=(stop - start, n_features))
+        if kind in REGION_KINDS:
+            block[:, 0] = 1.0  # an intercept
         eta = block @ beta
         if kind == "logistic":
             y[start:stop] = chunk_rng.random(stop - start) < 1.0 / (1.0 + np.exp(-eta))
+        elif kind == "poisson":
+            y[start:stop] = chunk_rng.poisson(np.exp(eta))
+        elif kind == "linear":
+            y[start:stop] = eta + 0.8 * chunk_rng.standard_normal(stop - start)
         else:
             y[start:stop] = eta + chunk_rng.standard_t(4, size=stop - start)
         X[start:stop] = block
@@ -154,6 +181,13 @@ def regression_model(kind, n_rows, n_features, memmap_dir=None):
         if kind == "logistic":
             coefs = pm.Normal("beta", 0.0, 1.0, shape=n_features)
             pm.Bernoulli("y", logit_p=pm.math.dot(X, coefs), observed=y)
+        elif kind == "poisson":
+            coefs = pm.Normal("beta", 0.0, 1.0, shape=n_features)
+            pm.Poisson("y", mu=pm.math.exp(pm.math.dot(X, coefs)), observed=y)
+        elif kind == "linear":
+            coefs = pm.Normal("beta", 0.0, 10.0, shape=n_features)
+            sigma = pm.HalfNormal("sigma", 2.0)
+            pm.Normal("y", mu=pm.math.dot(X, coefs), sigma=sigma, observed=y)
         else:
             coefs = pm.Normal("beta", 0.0, 10.0, shape=n_features)
             pm.StudentT("y", nu=4.0, mu=pm.math.dot(X, coefs), sigma=1.0, observed=y)
@@ -161,29 +195,6 @@ def regression_model(kind, n_rows, n_features, memmap_dir=None):
 
 
 # ---- samplers ------------------------------------------------------------------------------
-def laplace_variances(model, theta, step=1e-4):
-    """Diagonal of the inverse Hessian of the negative log posterior at ``theta``."""
-    mm = pmm.MinibatchModel(model)
-    variances = np.empty(mm.ndim)
-    for j in range(mm.ndim):
-        shift = np.zeros(mm.ndim)
-        shift[j] = step
-        curvature = mm.logp_and_grad(theta + shift)[1][j] - mm.logp_and_grad(theta - shift)[1][j]
-        variances[j] = -2.0 * step / curvature
-    return variances
-
-
-def nuts_step(theta, variances):
-    """NUTS starting from the MAP with a Laplace-approximation mass matrix.
-
-    Every sampler starts at the MAP. NUTS's default ``jitter+adapt_diag`` would move the start
-    by U(-1, 1), thousands of posterior sds at N = 1e6, and adapting a unit mass matrix to
-    posterior sds of 1e-3 within a short tuning phase left trees of 31-255 leapfrog steps.
-    """
-    potential = QuadPotentialDiagAdapt(theta.size, theta, variances, 10)
-    return pm.NUTS(potential=potential)
-
-
 def tuned_floor(chi, n_rows):
     """TunaMH's ``C E[M]`` from its tuned ``chi = kappa / (C E[M])`` (inverts ``_tuned_chi``)."""
     floor = TARGET_KAPPA / chi
@@ -208,7 +219,11 @@ def run_sampler(model, name, tune, draws, initvals, seed, laplace=None):
             random_seed=seed, progressbar=False, compute_convergence_checks=False,
         )  # fmt: skip
     seconds = time.perf_counter() - start
-    draws_ = posterior(idata)["beta"].values[0]  # (draw, coefficient)
+    # (draw, scalar): every free variable (beta, and sigma where it is sampled)
+    draws_ = np.concatenate(
+        [values.values[0].reshape(draws, -1) for values in posterior(idata).data_vars.values()],
+        axis=1,
+    )
     ess = np.array([az.ess(draws_[None, :, k]) for k in range(draws_.shape[1])])
     # MCSE of the sd by the delta method: sd^2 is the mean of squared deviations
     squares = (draws_ - draws_.mean(0)) ** 2
@@ -240,6 +255,8 @@ def run_sampler(model, name, tune, draws, initvals, seed, laplace=None):
             result["control_variates"] = int(stats["control_variates"].values.max())
         if "rho" in stats:
             result["rho"] = float(stats["rho"].values[0, -1])
+        if "outside_region" in stats:
+            result["outside"] = float(stats["outside_region"].mean())
         if name == "TunaMH":
             result["chi"] = float(stats["chi"].values[0, -1])
             result["floor"] = tuned_floor(result["chi"], step.minibatch_model.n_data)
@@ -370,7 +387,11 @@ def scaling_table(problems, problem_names, sizes, save):
     rows = []
     for label in problem_names:
         kind, d = SCALING_PROBLEMS[label]
-        for n_rows in [10**6] if d > 20 and not problems.quick else sizes:
+        if kind in REGION_KINDS:
+            n_values = [n for n in sizes if n <= NUTS_MAX_ROWS]
+        else:
+            n_values = [10**6] if d > 20 and not problems.quick else sizes
+        for n_rows in n_values:
             tuna = problems.get("TunaMH", kind, d, n_rows)
             row = {**tuna, "problem": label}
             if n_rows <= NUTS_MAX_ROWS:
@@ -396,7 +417,7 @@ def print_scaling(rows):
     print(
         f"  {'problem':<11} {'N':>10} {'rows/step':>9} {'accept':>6} {'ESS/step':>8} "
         f"{'us/step':>7} {'ESS/s':>8} {'xNUTS':>8} {'setup s':>7} {'rho':>4} "
-        f"{'dmean':>6} {'dsd':>6} {'peak GB':>7}"
+        f"{'dmean':>6} {'dsd':>6} {'outside':>7} {'peak GB':>7}"
     )
     for r in rows:
         if "ratio_to_nuts" in r:
@@ -414,12 +435,13 @@ def print_scaling(rows):
             f"  {r['problem']:<11} {r['n_rows']:>10,} {r['rows_per_draw']:9.1f} "
             f"{r['accept']:6.3f} {r['ess_per_step']:8.3f} {r['us_per_step']:7.0f} "
             f"{r['ess_per_s']:8.0f} {ratio} {r['setup_s']:7.1f} {r.get('rho', np.nan):4.2f} "
-            f"{errors} {r['peak_gb']:7.2f}"
+            f"{errors} {r.get('outside', np.nan):7.4f} {r['peak_gb']:7.2f}"
         )
     print(
         "  us/step and ESS/s: pm.sample wall time over tune + draws (tuning included); xNUTS: "
         "ESS/s over NUTS's (~: NUTS extrapolated from N = 1e6, cost linear in N); dmean: max "
-        "|mean - NUTS mean| / NUTS sd; dsd: max |sd / NUTS sd - 1|; rho: the tuned pCN rho."
+        "|mean - NUTS mean| / NUTS sd; dsd: max |sd / NUTS sd - 1|; rho: the tuned pCN rho; "
+        "outside: fraction of steps outside the trust region (full-data steps)."
     )
 
 

@@ -57,6 +57,13 @@ class Bounds:
         With ``center``: ``c`` bounds second-order residuals, with the cubic metric in the
         whitened coordinates ``z = whiten @ (theta - center)`` (see :func:`metric`); all
         ``c`` may then be zero (a likelihood that is exactly quadratic).
+    region_radius : float, optional
+        With ``center``: the bounds hold only for pairs inside the trust region ``||z|| <=
+        region_radius`` with ``z = region_whiten @ (theta - center)``
+        (:mod:`pymc_minibatch.model.region`); a step with a point outside it is a full-data
+        step.
+    region_whiten : array_like, optional
+        The whitening of the trust region (default ``whiten``).
 
     Examples
     --------
@@ -68,12 +75,20 @@ class Bounds:
     >>> bounds = Bounds(np.linalg.norm(X, axis=1), metric_vars=["beta"])
     """
 
-    def __init__(self, c, metric_vars=None, *, center=None, whiten=None, _metric_indices=None):
+    def __init__(self, c, metric_vars=None, *, center=None, whiten=None, region_radius=None,
+                 region_whiten=None, _metric_indices=None):  # fmt: skip
         c = np.asarray(c, dtype=np.float64)
         if c.ndim != 1 or c.size == 0:
             raise ValueError(f"bounds c must be a 1-D array with one value per row, got {c.shape}")
         if whiten is not None and center is None:
             raise ValueError("bounds with whiten= need the center of the expansion")
+        region_whiten = whiten if region_whiten is None else region_whiten
+        if region_radius is not None and (
+            center is None or region_whiten is None or not region_radius > 0
+        ):
+            raise ValueError("region_radius must be positive and needs center= and whiten= or "
+                             "region_whiten= (a trust region in whitened coordinates), got "
+                             f"{region_radius}")  # fmt: skip
         if not np.all(np.isfinite(c)) or np.any(c < 0) or (c.sum() <= 0 and whiten is None):
             raise ValueError("bounds c must be finite, non-negative and not all zero")
         self.c = c
@@ -81,6 +96,8 @@ class Bounds:
         self.metric_vars = None if metric_vars is None else list(metric_vars)
         self.center = None if center is None else np.asarray(center, dtype=np.float64)
         self.whiten = None if whiten is None else np.asarray(whiten, dtype=np.float64)
+        self.region_radius = None if region_radius is None else float(region_radius)
+        self.region_whiten = None if region_whiten is None else np.asarray(region_whiten, float)
         self._metric_indices = _metric_indices
         self._alias = None
 
@@ -95,6 +112,13 @@ class Bounds:
     def order(self):
         """Order of the control variates these bounds are for: 0 (none), 1 or 2."""
         return 0 if self.center is None else 1 if self.whiten is None else 2
+
+    def inside_region(self, theta):
+        """Whether ``theta`` lies where the bounds hold (everywhere without a region)."""
+        if self.region_radius is None:
+            return True
+        z = self.region_whiten @ (theta - self.center)
+        return bool(z @ z <= self.region_radius**2)
 
     def metric_indices(self, minibatch_model):
         """Indices of ``theta`` the metric runs over (``None``: all of them)."""

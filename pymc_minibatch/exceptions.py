@@ -72,18 +72,17 @@ class BoundsUnavailableError(ValueError):
 
     Examples
     --------
-    A Normal likelihood whose scale is sampled has no fixed per-row bound:
+    A Gamma likelihood is not among the families whose bounds are derived:
 
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
-    >>> y = np.random.default_rng(0).normal(size=100)
+    >>> y = np.random.default_rng(0).gamma(2.0, size=100)
     >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 1)
-    ...     sigma = pm.HalfNormal("sigma", 1)
-    ...     obs = pm.Normal("y", mu, sigma, observed=y)
+    ...     obs = pm.Gamma("y", alpha=2.0, beta=2.0 / pm.math.exp(mu), observed=y)
     >>> pmm.TunaMH(model=model)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    pymc_minibatch.exceptions.BoundsUnavailableError: observed variable 'y' (NormalRV): its ...
+    pymc_minibatch.exceptions.BoundsUnavailableError: cannot derive per-row bounds for ...
     """
 
 

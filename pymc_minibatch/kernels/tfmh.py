@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels.random_walk import log_accept_to_prob
-from pymc_minibatch.kernels.tuna import RowBounds
+from pymc_minibatch.kernels.tuna import RowBounds, full_data_mh
 
 
 class TFMHInfo(NamedTuple):
@@ -36,15 +36,23 @@ def tfmh_step(
     m: float,
     bounds: RowBounds,
     loglik_pair: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    full_loglik_diff: Callable[[], float] | None = None,
+    n_data: int = 0,
+    full_data: bool = False,
 ) -> TFMHInfo:
     """Decide one TFMH proposal; the caller moves to it when ``info.accepted``.
 
     ``exact_log_ratio`` (the log-prior difference, plus any control-variate remainder) is
-    tested as one exact factor.
+    tested as one exact factor. With ``full_data`` (a symmetric function of the two points,
+    such as both lying in a trust region), the step is a full-data MH step on
+    ``full_loglik_diff()`` over the ``n_data`` rows instead.
     """
     lam = bounds.total * m
     if not np.isfinite(exact_log_ratio):
         return TFMHInfo(0.0, False, 0, lam, True, 0.0)
+    if full_data:
+        accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, full_loglik_diff)
+        return TFMHInfo(accept, accepted, n_data, lam, nonfinite, np.nan)
     batch_size = int(rng.poisson(lam))
     exact_accept = log_accept_to_prob(exact_log_ratio)
     if batch_size == 0:

@@ -101,6 +101,7 @@ def tuna_step(
     full_loglik_diff: Callable[[], float],
     n_data: int,
     fallback: bool = True,
+    full_data: bool = False,
 ) -> TunaInfo:
     """Decide one TunaMH proposal; the caller moves to it when ``info.accepted``.
 
@@ -108,19 +109,16 @@ def tuna_step(
     ``log p(theta') - log p(theta)`` (priors and Jacobians), plus the linear remainder when
     ``loglik_pair`` gives control-variate residuals;
     ``full_loglik_diff()`` returns the full-data log-likelihood difference, used only on a
-    fallback step (``lambda >= n_data`` and ``fallback``).
+    fallback step: ``lambda >= n_data`` and ``fallback``, or ``full_data`` (set by the
+    caller from a symmetric function of the two points, such as both lying in a trust
+    region; exactness is kept for the same reason).
     """
     lam = expected_batch_size(chi, bounds.total, m)
     if not np.isfinite(exact_log_ratio):
         return TunaInfo(0.0, False, 0, 0, lam, False, True, 0.0)
-    if fallback and lam >= n_data:
-        log_ratio = exact_log_ratio + full_loglik_diff()
-        if not np.isfinite(log_ratio):
-            return TunaInfo(0.0, False, n_data, n_data, lam, True, True, np.nan)
-        accepted = bool(np.log(rng.uniform()) < log_ratio)
-        return TunaInfo(
-            log_accept_to_prob(log_ratio), accepted, n_data, n_data, lam, True, False, np.nan
-        )
+    if full_data or (fallback and lam >= n_data):
+        accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, full_loglik_diff)
+        return TunaInfo(accept, accepted, n_data, n_data, lam, True, nonfinite, np.nan)
     batch_size = int(rng.poisson(lam))
     log_lik_ratio, kept, bound_ratio, finite = tuna_log_ratio(
         rng, m, chi, bounds, loglik_pair, batch_size
@@ -132,3 +130,12 @@ def tuna_step(
     return TunaInfo(
         log_accept_to_prob(log_ratio), accepted, batch_size, kept, lam, False, False, bound_ratio
     )
+
+
+def full_data_mh(rng: np.random.Generator, exact_log_ratio: float,
+                 full_loglik_diff: Callable[[], float]):  # fmt: skip
+    """A Metropolis–Hastings decision on all rows: ``(accept, accepted, nonfinite)``."""
+    log_ratio = exact_log_ratio + full_loglik_diff()
+    if not np.isfinite(log_ratio):
+        return 0.0, False, True
+    return log_accept_to_prob(log_ratio), bool(np.log(rng.uniform()) < log_ratio), False

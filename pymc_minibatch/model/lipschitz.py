@@ -14,9 +14,13 @@ StudentT(nu, mu=eta, s)  (nu+1) / (2 sqrt(nu) s)  (nu+1) / (nu s^2)  2 (nu+1) h 
 Cauchy(alpha=eta, beta)  1 / beta                 2 / beta^2         4 h / beta^3
 Laplace(mu=eta, b)       1 / b                    none (a kink)      none
 Normal(mu=eta, sigma)    none (unbounded)         1 / sigma^2        0
+NegativeBinomial         max(y, alpha)            (y + alpha) / 4    (y + alpha) / (6 sqrt 3)
 =======================  =======================  =================  =========================
 
-with every parameter other than ``eta`` fixed (free of sampled variables) and
+with every parameter other than ``eta`` fixed (free of sampled variables) and, for the
+negative binomial, ``eta = log mu`` (``mu=exp(eta)``, ``alpha`` fixed: ``l = y eta - (y + alpha)
+log(alpha + exp(eta))`` up to a constant, whose derivatives are those of a logistic in ``eta -
+log alpha`` times ``y + alpha``), and
 ``h = max_t |t (3 - t^2)| / (1 + t^2)^3 = 3/8 + sqrt(2)/4`` (at ``t = sqrt(2) - 1``; the
 Student-t's third derivative in ``u = sqrt(nu) t`` is ``2 (nu + 1) u (3 nu - u^2) /
 (nu + u^2)^3``). ``x_i`` is read numerically from the compiled graph (``eta`` at ``theta``
@@ -47,6 +51,7 @@ from pytensor.tensor.random.basic import (
     BernoulliRV,
     CauchyRV,
     LaplaceRV,
+    NegBinomialRV,
     NormalRV,
     StudentTRV,
     UniformRV,
@@ -56,8 +61,8 @@ from pymc_minibatch.bounds import Bounds, GlobalBounds
 from pymc_minibatch.exceptions import BoundsUnavailableError
 
 SUPPORTED = (
-    "Bernoulli(logit_p=...), StudentT, Laplace, Cauchy location regressions, and Normal ones "
-    "with control variates"
+    "Bernoulli(logit_p=...), StudentT, Laplace, Cauchy location regressions, NegativeBinomial("
+    "mu=exp(...), alpha) with alpha fixed, and Normal ones with control variates"
 )
 
 
@@ -97,6 +102,12 @@ class _Family(NamedTuple):
     second: object
 
 
+#: What second-order control variates bound on a trust region (:mod:`~pymc_minibatch.model.region`).
+SUPPORTED_ON_REGION = (
+    "Poisson(mu=exp(eta)), and Normal, LogNormal, Student-t (fixed nu) or Cauchy with a "
+    "sampled scale whose logarithm is linear in the sampled values"
+)
+
 LOCAL_BOUNDS_REMEDY = (
     "pass bounds=pmm.bounds.Bounds(c, metric_vars=...) with |U_i(theta) - U_i(theta')| <= "
     "c_i ||theta - theta'|| for every row i"
@@ -128,15 +139,7 @@ def linear_predictors(
     families = []
     for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
                                strict=True):  # fmt: skip
-        family = _family_predictor(name, rv, value, remedy)
-        constants = [c for c in (family.lipschitz, family.curvature, family.third) if c is not None]
-        if free_rvs & set(ancestors(constants)):
-            raise BoundsUnavailableError(
-                f"observed variable '{name}' ({type(rv.owner.op).__name__}): its scale/shape "
-                "parameters depend on sampled variables, so no fixed Lipschitz constant "
-                f"exists; fix them or {remedy}"
-            )
-        families.append(family)
+        families.append(fixed_family(name, rv, value, free_rvs, remedy))
     missing = pt.constant(np.nan)
     fields = ("eta", "lipschitz", "curvature", "third", "slope", "second")
     etas, lipschitz, curvature, third, slope, second = (
@@ -309,6 +312,20 @@ def _support_box(minibatch_model, used, observed_names):
 STUDENT_T_THIRD = 3.0 / 8.0 + np.sqrt(2.0) / 4.0
 
 
+def fixed_family(name, rv, value, free_rvs, remedy):
+    """:func:`_family_predictor`, refused when its bounds depend on sampled variables."""
+    family = _family_predictor(name, rv, value, remedy)
+    constants = [c for c in (family.lipschitz, family.curvature, family.third) if c is not None]
+    if free_rvs & set(ancestors(constants)):
+        raise BoundsUnavailableError(
+            f"observed variable '{name}' ({type(rv.owner.op).__name__}): its scale/shape "
+            "parameters depend on sampled variables, so no fixed Lipschitz constant exists, "
+            "and trust-region bounds exist (with control variates) only for "
+            f"{SUPPORTED_ON_REGION}; fix them or {remedy}"
+        )
+    return family
+
+
 def _family_predictor(name, rv, value, remedy):
     """The :class:`_Family` of observed variable ``name`` (``value``: its observed rows)."""
     op = rv.owner.op
@@ -340,6 +357,13 @@ def _family_predictor(name, rv, value, remedy):
         sign = pt.sign(y - mu)
         return _Family(op.dist_params(rv.owner)[0], 1.0 / b, None, None, sign / b,
                        pt.zeros_like(mu))  # fmt: skip
+    if isinstance(op, NegBinomialRV):
+        # PyMC's (mu, alpha) arrive as n = alpha, p = alpha / (mu + alpha)
+        n, p = params
+        eta = pt.log(n) + pt.log1p(-p) - pt.log(p)
+        total = y + n
+        return _Family(eta, pt.maximum(y, n), total / 4.0, total / (6.0 * np.sqrt(3.0)),
+                       y - total * (1.0 - p), -total * p * (1.0 - p))  # fmt: skip
     if isinstance(op, NormalRV):
         mu, sigma = params
         return _Family(op.dist_params(rv.owner)[0], None, 1.0 / sigma**2,

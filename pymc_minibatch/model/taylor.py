@@ -1,23 +1,27 @@
 """Second-order control variates: each row's log-likelihood minus its quadratic Taylor expansion.
 
-For a likelihood ``l_i(theta) = f(eta_i)`` in a linear predictor ``eta_i = a_i + x_i' theta``,
-expanded around a center ``theta_hat`` (the posterior mode) with ``delta = theta - theta_hat``
-and ``t_i = x_i' delta``::
+For a likelihood ``l_i(theta) = f(w_i)`` in ``k`` linear predictors ``w_i = a_i + A_i theta``
+(``k = 1``: a location ``eta_i = x_i' theta``; ``k = 2``: a location and a log-scale),
+expanded around a center ``theta_hat`` (the posterior mode) with ``delta = theta -
+theta_hat`` and ``t_i = A_i delta``::
 
-    T_i(theta) = l_i(theta_hat) + f'(eta_hat_i) t_i + f''(eta_hat_i) t_i^2 / 2,
-    r_i(theta) = l_i(theta) - T_i(theta).
+    T_i(theta) = l_i(theta_hat) + g_i' t_i + t_i' H_i t_i / 2,
+    r_i(theta) = l_i(theta) - T_i(theta),
 
-The sum of the expansions over all rows is a quadratic computed once,
-``sum_i T_i(theta) = const + G' delta + delta' H delta / 2`` with ``G = sum_i f'_i x_i`` and
-``H = sum_i f''_i x_i x_i'``, so an exact minibatch MH step only subsamples the residuals
-``r_i`` (Cornish et al. 2019, "Scalable Metropolis-Hastings for exact Bayesian inference with
-large datasets", ICML, SMH-2; Prado, Nemeth & Sherlock 2024, "Metropolis-Hastings with
-scalable subsampling", arXiv:2407.19602).
+with ``g_i`` and ``H_i`` the gradient and Hessian of ``f`` at ``w_hat_i``. The sum of the
+expansions over all rows is a quadratic computed once, ``sum_i T_i(theta) = const + G' delta +
+delta' H delta / 2`` with ``G = sum_i A_i' g_i`` and ``H = sum_i A_i' H_i A_i``, so an exact
+minibatch MH step only subsamples the residuals ``r_i`` (Cornish et al. 2019, "Scalable
+Metropolis-Hastings for exact Bayesian inference with large datasets", ICML, SMH-2; Prado,
+Nemeth & Sherlock 2024, "Metropolis-Hastings with scalable subsampling", arXiv:2407.19602).
 
-Bounds. With ``|f'''| <= K_i``, the residual in ``eta`` has ``|R'(eta)| <= K_i (eta -
-eta_hat)^2 / 2``, so ``|R(eta') - R(eta)| <= K_i |u'^3 - u^3| / 6`` with ``u = eta -
-eta_hat``. In whitened coordinates ``z = L^-1 delta`` (``L L'`` the covariance of the
-Laplace approximation), ``|u| <= b_i ||z||`` with ``b_i = ||L' x_i||``, hence::
+Bounds. Let ``K_i`` bound the third derivative of ``f`` along any unit direction,
+``|D^3 f(w)[v, v, v]| <= K_i`` (for a symmetric trilinear form this also bounds
+``|D^3 f(w)[v, v, v']|``). The residual in ``u = w - w_hat`` then has ``||grad R(u)|| <= K_i
+||u||^2 / 2``, and along the segment from ``u`` to ``u'``, ``|R(u') - R(u)| <= K_i ||u' - u||
+(||u||^2 + ||u|| ||u'|| + ||u'||^2) / 6``. In whitened coordinates ``z = L^-1 delta`` (``L L'``
+the covariance of the Laplace approximation), ``||u|| <= b_i ||z||`` with ``b_i = ||A_i L||``
+(the operator norm; ``||L' x_i||`` for one predictor), hence::
 
     |r_i(theta') - r_i(theta)| <= (K_i b_i^3 / 6) ||z' - z|| (a^2 + a a' + a'^2),
 
@@ -26,6 +30,11 @@ Laplace approximation), ``|u| <= b_i ||z||`` with ``b_i = ||L' x_i||``, hence::
 ``z`` is of order 1 while ``b_i`` shrinks like ``1 / sqrt(N)``, so the expected batch ``C M``
 falls like ``d^3 / sqrt(N)`` as the data grow. A Normal likelihood with fixed scale is
 exactly quadratic: ``K_i = 0``, every residual vanishes and no row is ever evaluated.
+
+Where ``K_i`` holds only on a bounded set of ``w`` (Poisson's ``exp(eta)``, a free scale's
+``exp(-2 zeta)``), it is taken over the trust region ``||z|| <= R``: there ``||u_i|| <= b_i R``,
+and the segment between two points of the (convex) region stays in it
+(:mod:`pymc_minibatch.model.region`).
 """
 
 from typing import NamedTuple
@@ -34,7 +43,6 @@ import numpy as np
 
 from pymc_minibatch.bounds import Bounds
 from pymc_minibatch.kernels.preconditioning import DensePreconditioner
-from pymc_minibatch.model.lipschitz import linear_predictors, require_bound
 
 
 class SecondOrderExpansion(NamedTuple):
@@ -45,11 +53,13 @@ class SecondOrderExpansion(NamedTuple):
     whiten: np.ndarray
     """``L^-1``: ``z = whiten @ (theta - center)``, shape (d, d)."""
     designs: tuple
-    """``X`` of every observed variable on the rows, shape (N, d) each."""
+    """The rows' linear predictors ``d w / d theta`` (all observed variables), shape (N, d)
+    each."""
     slopes: tuple
-    """``f'(eta_hat_i)`` of every observed variable, shape (N,) each."""
+    """``d f / d w`` at the center, one per predictor, shape (N,) each."""
     curvatures: tuple
-    """``f''(eta_hat_i)`` of every observed variable, shape (N,) each."""
+    """``(j, k, h)``: ``h = d^2 f / d w_j d w_k`` at the center for predictors ``j <= k`` of
+    the same observed variable, shape (N,)."""
     gradient: np.ndarray
     """``G = sum_i grad T_i(theta_hat)``, shape (d,)."""
     hessian: np.ndarray
@@ -64,11 +74,16 @@ class SecondOrderExpansion(NamedTuple):
         """``T_i(theta2) - T_i(theta)`` for rows ``idx``, shape (len(idx),)."""
         delta, delta2 = theta - self.center, theta2 - self.center
         difference = np.zeros(len(idx))
-        for design, slope, curvature in zip(self.designs, self.slopes, self.curvatures,
-                                            strict=True):  # fmt: skip
-            rows = design[idx]
+        moves = []
+        for design, slope in zip(self.designs, self.slopes, strict=True):
+            rows = np.take(design, idx, axis=0)
             t, t2 = rows @ delta, rows @ delta2
-            difference += slope[idx] * (t2 - t) + 0.5 * curvature[idx] * (t2 * t2 - t * t)
+            difference += np.take(slope, idx) * (t2 - t)
+            moves.append((t, t2))
+        for j, k, curvature in self.curvatures:
+            (t_j, t2_j), (t_k, t2_k) = moves[j], moves[k]
+            weight = 0.5 if j == k else 1.0
+            difference += weight * np.take(curvature, idx) * (t2_j * t2_k - t_j * t_k)
         return difference
 
     def whitened(self, theta):
@@ -76,7 +91,49 @@ class SecondOrderExpansion(NamedTuple):
         return self.whiten @ (theta - self.center)
 
 
-def second_order_bounds(minibatch_model, laplace, predictors=None):
+class RowExpansion(NamedTuple):
+    """One observed variable's rows as ``l_i = f(w_i)`` in ``k`` linear predictors, with
+    the derivatives of ``f`` at the center and a bound on its third derivative."""
+
+    name: str
+    designs: tuple
+    """``d w_j / d theta`` for each predictor ``j``, shape (N, d) each."""
+    slopes: tuple
+    """``d f / d w_j`` at the center, shape (N,) each."""
+    curvatures: tuple
+    """``(j, k, d^2 f / d w_j d w_k)`` at the center, ``j <= k``."""
+    third: object
+    """``third(radius)``: per-row bounds ``K_i`` on ``|D^3 f(w)[v, v, v]|`` (unit ``v``)
+    for ``||w - w_hat_i|| <= radius_i`` (shape (N,); ``radius=None`` where ``K_i`` holds
+    everywhere)."""
+    second: object
+    """``second(radius)``: the same for ``|D^2 f(w)[v, v]|`` (first-order control variates)."""
+    local: bool
+    """Whether ``K_i`` holds only on a bounded region (then a trust region is needed)."""
+
+
+def whitening(laplace):
+    """``(L, L^-1)`` of a Laplace fit, dense: ``theta - mode = L z``."""
+    preconditioner = laplace.preconditioner
+    if isinstance(preconditioner, DensePreconditioner):
+        return preconditioner.transform, preconditioner.inverse
+    return np.diag(preconditioner.scale), np.diag(1.0 / preconditioner.scale)
+
+
+def predictor_norms(designs, transform):
+    """``b_i = ||A_i L||``, the operator norm of the rows' ``k x d`` predictor matrices in
+    whitened coordinates, shape (N,)."""
+    whitened = [design @ transform for design in designs]
+    if len(whitened) == 1:
+        return np.linalg.norm(whitened[0], axis=1)
+    gram = np.stack(
+        [np.stack([np.einsum("nd,nd->n", a, b) for b in whitened], axis=-1) for a in whitened],
+        axis=-2,
+    )
+    return np.sqrt(np.maximum(np.linalg.eigvalsh(gram)[:, -1], 0.0))
+
+
+def second_order_bounds(minibatch_model, laplace, rows, radius=None):
     """Bounds on the second-order residuals and the expansion they belong to.
 
     Parameters
@@ -84,44 +141,45 @@ def second_order_bounds(minibatch_model, laplace, predictors=None):
     minibatch_model : MinibatchModel
     laplace : LaplaceFit
         Its mode is the center; its covariance whitens the bounds.
-    predictors : list of LinearPredictor, optional
-        The model's linear predictors with their derivatives at ``laplace.mode``, if
-        already computed (:func:`~pymc_minibatch.model.lipschitz.linear_predictors`).
+    rows : list of RowExpansion
+        Every observed variable on the rows, expanded at ``laplace.mode``.
+    radius : float, optional
+        The trust region ``||z|| <= radius``; needed when a row's bound is local, and the
+        bounds then hold only for pairs of points inside it.
 
     Returns
     -------
     (Bounds, SecondOrderExpansion)
-
-    Raises
-    ------
-    BoundsUnavailableError
-        If a likelihood is not a supported family, or has no bounded third derivative
-        (Laplace), naming the observed variable.
     """
     mm = minibatch_model
     center = laplace.mode
-    preconditioner = laplace.preconditioner
-    if isinstance(preconditioner, DensePreconditioner):
-        transform, whiten = preconditioner.transform, preconditioner.inverse
-    else:
-        transform, whiten = np.diag(preconditioner.scale), np.diag(1.0 / preconditioner.scale)
-    if predictors is None:
-        predictors = linear_predictors(mm, expansion_point=center)
+    transform, whiten = whitening(laplace)
     c = np.zeros(mm.n_data)
     gradient, hessian = np.zeros(mm.ndim), np.zeros((mm.ndim, mm.ndim))
-    for predictor in predictors:
-        third = require_bound(predictor, 3)
-        whitened_norms = np.linalg.norm(predictor.design @ transform, axis=1)
-        c += third * whitened_norms**3 / 6.0
-        gradient += predictor.design.T @ predictor.slope
-        hessian += predictor.design.T @ (predictor.second[:, None] * predictor.design)
+    designs, slopes, curvatures = [], [], []
+    for row in rows:
+        if row.local and radius is None:
+            raise ValueError(f"the bounds of '{row.name}' hold on a trust region: pass radius")
+        norms = predictor_norms(row.designs, transform)
+        c += row.third(None if radius is None else radius * norms) * norms**3 / 6.0
+        first = len(designs)
+        for design, slope in zip(row.designs, row.slopes, strict=True):
+            gradient += design.T @ slope
+        for j, k, curvature in row.curvatures:
+            block = row.designs[j].T @ (curvature[:, None] * row.designs[k])
+            hessian += block if j == k else block + block.T
+            curvatures.append((first + j, first + k, curvature))
+        designs.extend(row.designs)
+        slopes.extend(row.slopes)
     expansion = SecondOrderExpansion(
         center=center,
         whiten=whiten,
-        designs=tuple(p.design for p in predictors),
-        slopes=tuple(p.slope for p in predictors),
-        curvatures=tuple(p.second for p in predictors),
+        designs=tuple(designs),
+        slopes=tuple(slopes),
+        curvatures=tuple(curvatures),
         gradient=gradient,
         hessian=hessian,
     )
-    return Bounds(c, center=center, whiten=whiten), expansion
+    bounds = Bounds(c, center=center, whiten=whiten,
+                    region_radius=radius if any(row.local for row in rows) else None)  # fmt: skip
+    return bounds, expansion

@@ -18,6 +18,13 @@ from pymc_minibatch.kernels.pcn import (
 from pymc_minibatch.kernels.random_walk import propose
 from pymc_minibatch.kernels.tuna import RowBounds
 from pymc_minibatch.model.lipschitz import derive_bounds, linear_predictors
+from pymc_minibatch.model.region import (
+    default_radius,
+    first_order_bounds,
+    from_linear_predictor,
+    needs_row_expansions,
+    row_expansions,
+)
 from pymc_minibatch.model.taylor import second_order_bounds
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 from pymc_minibatch.step_methods.residuals import (
@@ -47,9 +54,15 @@ class BoundedMinibatchStep(MetropolisStep):
     Crank–Nicolson move reversible for the Laplace approximation (``"pcn"``,
     :mod:`pymc_minibatch.kernels.pcn`), whose log-density then also enters the exact part.
 
-    Subclasses implement ``decide(theta, proposal, exact_diff, m, row_pair, full_diff)``
-    (``exact_diff``: the log-ratio terms computed exactly; ``row_pair(idx)``: the row terms
-    at both points; ``full_diff()``: the exact full-data difference of the row terms),
+    Where the bounds hold only on a trust region (:mod:`pymc_minibatch.model.region`), a
+    step whose current point or proposal lies outside it is a full-data MH step (counted in
+    the ``outside_region`` statistic); the choice depends only on the pair, so the chain
+    stays exact.
+
+    Subclasses implement ``decide(theta, proposal, exact_diff, m, row_pair, full_diff,
+    full_data)`` (``exact_diff``: the log-ratio terms computed exactly; ``row_pair(idx)``: the
+    row terms at both points; ``full_diff()``: the exact full-data difference of the row
+    terms; ``full_data``: take a full-data step),
     returning a kernel ``Info`` with at least ``accept``, ``accepted``, ``nonfinite``,
     ``bound_ratio`` and ``batch_size``, and ``info_stats(info)`` for their extra statistics.
     """
@@ -61,19 +74,23 @@ class BoundedMinibatchStep(MetropolisStep):
         "bound_ratio": (np.float64, []),
         "control_variates": (np.int64, []),
         "rho": (np.float64, []),
+        "outside_region": (bool, []),
     }
     _state_class = BoundedStepState
 
     def __init__(self, vars=None, *, bounds="auto", control_variates="auto", proposal="auto",
-                 rho=None, proposal_cov="laplace", model=None, **kwargs):  # fmt: skip
+                 rho=None, trust_region=None, proposal_cov="laplace", model=None,
+                 **kwargs):  # fmt: skip
         if proposal not in PROPOSALS:
             raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}")
+        if trust_region is not None and not (np.isfinite(trust_region) and trust_region > 0):
+            raise ValueError(f"trust_region must be a positive radius or None, got {trust_region}")
         if rho is not None and not (np.isfinite(rho) and 0.0 <= rho < 1.0):
             raise ValueError(f"rho must lie in [0, 1) or be None (tuned), got {rho}")
         self.fixed_rho = None if rho is None else float(rho)
         super().__init__(vars, proposal_cov=proposal_cov, model=model, **kwargs)
         mm = self.minibatch_model
-        self.bounds, self.residuals = resolve_bounds(bounds, mm, control_variates)
+        self.bounds, self.residuals = resolve_bounds(bounds, mm, control_variates, trust_region)
         self.metric_indices = self.bounds.metric_indices(mm)
         if proposal == "auto":
             laplace_ready = self.laplace is not None
@@ -94,6 +111,8 @@ class BoundedMinibatchStep(MetropolisStep):
     def __repr__(self):
         rho = "tuned" if self.fixed_rho is None else self.fixed_rho
         extra = f", rho={rho}" if self.proposal == "pcn" else ""
+        if self.bounds.region_radius is not None:
+            extra += f", trust_region={self.bounds.region_radius:.3g}"
         return (
             f"{type(self).__name__}(control_variates={self.residuals.order}, "
             f"proposal={self.proposal!r}{extra})"
@@ -136,7 +155,8 @@ class BoundedMinibatchStep(MetropolisStep):
         def full_diff():
             return model.full_loglik(proposal) - model.full_loglik(theta) - remainder
 
-        info = self.decide(theta, proposal, exact_diff, m, row_pair, full_diff)
+        inside = self.bounds.inside_region(theta) and self.bounds.inside_region(proposal)
+        info = self.decide(theta, proposal, exact_diff, m, row_pair, full_diff, not inside)
         if info.bound_ratio > 1.0 + BOUND_TOLERANCE:
             raise BoundViolationError(
                 f"{type(self).__name__}: |U_i(theta') - U_i(theta)| reached "
@@ -150,6 +170,7 @@ class BoundedMinibatchStep(MetropolisStep):
             "bound_ratio": info.bound_ratio,
             "control_variates": self.residuals.order,
             "rho": self.rho if self.proposal == "pcn" else np.nan,
+            "outside_region": not inside,
             **self.info_stats(info),
         }
         if searching is not None:
@@ -197,7 +218,7 @@ class BoundedMinibatchStep(MetropolisStep):
     def proposal_changed(self):
         """Called when the pCN correlation changes while tuning (subclasses re-tune)."""
 
-    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff):
+    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff, full_data):
         raise NotImplementedError
 
     def info_stats(self, info):
@@ -214,7 +235,7 @@ class BoundedMinibatchStep(MetropolisStep):
         return value
 
 
-def resolve_bounds(bounds, minibatch_model, control_variates="auto"):
+def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_region=None):
     """The bounds and the row terms they hold for.
 
     Parameters
@@ -225,9 +246,14 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto"):
     minibatch_model : MinibatchModel
     control_variates : {"auto", 0, 1, 2}
         Order of the Taylor control variates with ``bounds="auto"`` (``True``/``False``
-        mean 1/0). ``"auto"``: 2 where every likelihood has a bounded third derivative, the
-        Laplace approximation's curvature is positive definite and the step samples every
-        free variable; else 1 where every likelihood has a bounded second derivative; else 0.
+        mean 1/0). ``"auto"``: 2 where every likelihood has a bounded third derivative
+        (globally, or on a trust region around the mode), the Laplace approximation's
+        curvature is positive definite and the step samples every free variable; else 1
+        where every likelihood has a bounded second derivative; else 0.
+    trust_region : float, optional
+        Radius ``R`` of the trust region ``||z|| <= R`` in Laplace sds, used where a
+        likelihood is bounded only there (default ``sqrt(d) + 10``, see
+        :func:`~pymc_minibatch.model.region.default_radius`).
 
     Returns
     -------
@@ -253,26 +279,58 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto"):
         )
     if not (isinstance(bounds, str) and bounds == "auto"):
         raise TypeError(f"bounds must be 'auto' or a pmm.bounds.Bounds, got {bounds!r}")
+    automatic = isinstance(control_variates, str) and control_variates == "auto"
+    if not automatic and (control_variates not in (0, 1, 2) or isinstance(control_variates, float)):
+        raise ValueError(f"control_variates must be 'auto', 0, 1 or 2, got {control_variates!r}")
+    radius = default_radius(mm.ndim) if trust_region is None else float(trust_region)
+    if needs_row_expansions(mm):
+        # no global bound (or a LogNormal): control variates of order 2 or 1, on a trust
+        # region where a likelihood needs one
+        if not automatic and control_variates == 0:
+            try:
+                linear_predictors(mm)
+            except BoundsUnavailableError as error:  # names the likelihood
+                raise BoundsUnavailableError(
+                    f"{error}; or control_variates=2 (the default) or 1, which bound it on a "
+                    "trust region around the mode"
+                ) from None
+        order = (1 if mm.shared else 2) if automatic else int(control_variates)
+        if order == 2:
+            return _second_order(mm, None, radius)
+        laplace = mm.laplace()
+        rows = row_expansions(mm, laplace.mode)
+        bounds = first_order_bounds(mm, laplace, rows, radius)
+        return bounds, FirstOrderResiduals(mm, laplace.mode)
     predictors = None
-    if isinstance(control_variates, str) and control_variates == "auto":
+    if automatic:
         # refuses unsupported likelihoods; derivatives at the mode, for a second order
         predictors = linear_predictors(mm, expansion_point=mm.laplace().mode)
         order = _automatic_order(mm, predictors)
-    elif control_variates in (0, 1, 2) and not isinstance(control_variates, float):
-        order = int(control_variates)
     else:
-        raise ValueError(f"control_variates must be 'auto', 0, 1 or 2, got {control_variates!r}")
+        order = int(control_variates)
     if order == 2:
-        if mm.shared:
-            raise ValueError(
-                "control_variates=2 needs the step to sample every continuous free variable "
-                f"(the expansion is taken at the joint mode); {sorted(mm.shared)} are left out"
-            )
-        bounds, expansion = second_order_bounds(mm, mm.laplace(), predictors)
-        return bounds, SecondOrderResiduals(mm, expansion)
+        return _second_order(mm, predictors, radius)
     center = mm.laplace().mode if order == 1 else None
     bounds = derive_bounds(mm, order, center=center, predictors=predictors)
     return bounds, (FirstOrderResiduals(mm, center) if order == 1 else PlainRows(mm))
+
+
+def _second_order(minibatch_model, predictors, radius):
+    """Second-order bounds and residuals, from ``predictors`` (global bounds) if given, on
+    the trust region of ``radius`` where a likelihood needs one."""
+    mm = minibatch_model
+    if mm.shared:
+        raise ValueError(
+            "control_variates=2 needs the step to sample every continuous free variable "
+            f"(the expansion is taken at the joint mode); {sorted(mm.shared)} are left out"
+        )
+    laplace = mm.laplace()
+    if predictors is None:
+        rows = row_expansions(mm, laplace.mode)
+    else:
+        rows = [from_linear_predictor(p) for p in predictors]
+    bounds, expansion = second_order_bounds(mm, laplace, rows, radius)
+    return bounds, SecondOrderResiduals(mm, expansion)
 
 
 def _automatic_order(minibatch_model, predictors):

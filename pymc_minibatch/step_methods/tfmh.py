@@ -26,8 +26,9 @@ class TFMH(BoundedMinibatchStep):
         third ones. ``"auto"`` takes the highest available, as :class:`~pymc_minibatch.TunaMH`:
         with plain bounds the factorised acceptance collapses on tall data (on the zoo's
         logistic regression with 10^5 rows, 2000 draws had not converged).
-    proposal, rho
-        As for :class:`~pymc_minibatch.TunaMH` (pCN with order 2 by default).
+    proposal, rho, trust_region
+        As for :class:`~pymc_minibatch.TunaMH` (pCN with order 2 by default; a step with a
+        point outside the trust region is a full-data step).
     step_size, proposal_cov, target_accept, model
         As for :class:`~pymc_minibatch.FullMH`.
 
@@ -49,5 +50,6 @@ class TFMH(BoundedMinibatchStep):
 
     name = "tfmh"
 
-    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff):
-        return tfmh_step(self.rng, exact_diff, m, self.row_bounds(), row_pair)
+    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff, full_data):
+        return tfmh_step(self.rng, exact_diff, m, self.row_bounds(), row_pair, full_diff,
+                         self.minibatch_model.n_data, full_data)  # fmt: skip

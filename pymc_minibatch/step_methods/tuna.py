@@ -43,6 +43,11 @@ class TunaMH(BoundedMinibatchStep):
     Lipschitz bounds (batches that grow like ``sqrt(N)``) with a Gaussian random walk. The
     repr and the ``control_variates`` and ``rho`` statistics say which path was taken.
 
+    Poisson log-linear rows and Normal, LogNormal, Student-t or Cauchy rows with a sampled
+    scale have bounded third derivatives only on bounded sets: their bounds hold on a trust
+    region around the mode (:mod:`pymc_minibatch.model.region`), and a step with a point
+    outside it is a full-data MH step (``outside_region`` statistic); the chain stays exact.
+
     The pCN proposal is built around one mode: on a posterior with well-separated modes it
     moves between them rarely (the chain stays exact); pass ``proposal="rw"`` there (see the
     "Which sampler" page of the docs).
@@ -66,6 +71,10 @@ class TunaMH(BoundedMinibatchStep):
     rho : float in [0, 1), optional
         pCN correlation (0: independence sampler from the Laplace approximation). ``None``
         tunes it during warm-up (:mod:`pymc_minibatch.kernels.pcn`), with ``chi``.
+    trust_region : float, optional
+        Radius ``R`` of the trust region ``||z|| <= R`` (in Laplace sds, ``z`` the whitened
+        distance to the mode) where a likelihood is bounded only there; default
+        ``sqrt(d) + 10``. Reported in the repr when used.
     chi : float, optional
         TunaMH's ``chi > 0``: larger values give acceptance closer to full-data MH at the
         cost of larger batches (expected batch ``lambda = chi C^2 M^2 + C M``). ``None``
@@ -138,6 +147,7 @@ class TunaMH(BoundedMinibatchStep):
         control_variates="auto",
         proposal="auto",
         rho=None,
+        trust_region=None,
         chi=None,
         step_size=None,
         proposal_cov="laplace",
@@ -157,6 +167,7 @@ class TunaMH(BoundedMinibatchStep):
             control_variates=control_variates,
             proposal=proposal,
             rho=rho,
+            trust_region=trust_region,
             step_size=step_size,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
@@ -180,7 +191,7 @@ class TunaMH(BoundedMinibatchStep):
         kappa = min(TARGET_KAPPA, MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
         return max(kappa, 0.1) / floor
 
-    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff):
+    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff, full_data):
         if self.fixed_chi is None and (self.tune or self.chi is None):
             # running mean of M while tuning (also seeds chi when a chain starts untuned)
             previous = self.mean_metric
@@ -196,6 +207,7 @@ class TunaMH(BoundedMinibatchStep):
             full_diff,
             self.minibatch_model.n_data,
             self.fallback,
+            full_data,
         )
 
     def info_stats(self, info):

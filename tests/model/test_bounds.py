@@ -5,6 +5,7 @@ import pymc as pm
 import pytest
 
 import pymc_minibatch as pmm
+from pymc_minibatch.bounds import metric
 from pymc_minibatch.model.lipschitz import derive_bounds
 
 RNG = np.random.default_rng(5)
@@ -51,6 +52,28 @@ def test_laplace_and_cauchy_and_metric_excludes_unused_coordinates():
     np.testing.assert_array_equal(bounds.metric_indices(mm), mm.theta_indices(["beta"]))
 
 
+def test_negative_binomial_bounds_of_every_order_hold_at_random_points():
+    """Plain (``max(y, alpha) ||x||``) and first-order (``(y + alpha) ||x||^2 / 4``) bounds
+    on rows far from the mode; the second order is checked with the other families in
+    ``tests/step_methods/test_second_order.py``."""
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        pm.NegativeBinomial("y", mu=pm.math.exp(X @ beta), alpha=2.0, observed=Y_INT)
+    mm = pmm.MinibatchModel(model)
+    np.testing.assert_allclose(derive_bounds(mm).c,
+                               np.maximum(Y_INT, 2.0) * np.linalg.norm(X, axis=1))  # fmt: skip
+    center = mm.laplace().mode
+    first = derive_bounds(mm, 1, center=center)
+    rows, largest = np.arange(mm.n_data), 0.0
+    for _ in range(20):
+        theta, theta2 = center + RNG.normal(scale=2.0, size=(2, mm.ndim))
+        ll, ll2 = mm.loglik_pair(theta, theta2, rows)
+        linear = mm.directional_grad_loglik(center, theta2 - theta, rows)
+        ratio = np.abs(ll2 - ll - linear) / (first.c * metric(first, theta, theta2))
+        largest = max(largest, float(ratio.max()))
+    assert 1e-3 < largest <= 1.0 + 1e-9
+
+
 def test_derived_bounds_hold_at_random_points():
     with pm.Model() as model:
         beta = pm.Normal("beta", 0, 1, shape=3)
@@ -68,13 +91,15 @@ def test_derived_bounds_hold_at_random_points():
     "build, message",
     [
         (
-            lambda: pm.Poisson("y", pm.math.exp(X @ pm.Normal("b", 0, 1, shape=3)), observed=Y_INT),
-            "PoissonRV",
+            lambda: pm.Exponential(
+                "y", lam=pm.math.exp(X @ pm.Normal("b", 0, 1, shape=3)), observed=Y_INT + 1.0
+            ),
+            "ExponentialRV",
         ),
         (
             lambda: pm.StudentT(
                 "y",
-                nu=4,
+                nu=pm.Gamma("nu", 2, 0.1),
                 mu=X @ pm.Normal("b", 0, 1, shape=3),
                 sigma=pm.HalfNormal("s"),
                 observed=Y_REAL,
@@ -99,6 +124,18 @@ def test_unsupported_likelihood_raises(build, message):
     with pytest.raises(pmm.BoundsUnavailableError, match=message):
         with model:
             pmm.TunaMH()
+
+
+def test_poisson_rows_have_bounds_only_on_a_trust_region():
+    """No global bound on exp(eta): plain bounds refuse, naming the way out."""
+    with pm.Model():
+        pm.Poisson("y", pm.math.exp(X @ pm.Normal("b", 0, 1, shape=3)), observed=Y_INT)
+        with pytest.raises(pmm.BoundsUnavailableError, match="PoissonRV.*trust region"):
+            pmm.TunaMH(control_variates=0)
+        assert pmm.TunaMH(control_variates=1).bounds.region_radius is not None
+        step = pmm.TunaMH()
+    assert step.bounds.region_radius == pytest.approx(np.sqrt(3) + 10)
+    assert "trust_region=11.7" in repr(step)
 
 
 def test_missing_bounds_raise_a_clear_error():

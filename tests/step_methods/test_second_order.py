@@ -49,7 +49,16 @@ def cauchy():
     return model
 
 
-@pytest.mark.parametrize("build", [logistic, student_t, cauchy])
+def negative_binomial():
+    counts = RNG.negative_binomial(3.0, 3.0 / (3.0 + np.exp(ETA - 1.0)))
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0, 5)
+        beta = pm.Normal("beta", 0, 2, shape=3)
+        pm.NegativeBinomial("y", mu=pm.math.exp(alpha + X @ beta), alpha=3.0, observed=counts)
+    return model
+
+
+@pytest.mark.parametrize("build", [logistic, student_t, cauchy, negative_binomial])
 @pytest.mark.parametrize("distance", [1.0, 5.0, 30.0])
 def test_second_order_bounds_hold_far_from_the_mode(build, distance):
     """|r_i(theta') - r_i(theta)| <= c_i M(theta, theta') on every row, at point pairs up to
