@@ -206,6 +206,8 @@ def _log_ratio_with_wrong_keep_probability(rng, m, chi, bounds, loglik_pair, bat
 
 
 def test_wrong_keep_probability_fails_the_same_checks(monkeypatch):
+    # 20,000 draws: at 6,000 the KS p-value over seeds 1-5 ranged from 6e-5 to 0.094 (PyMC 5),
+    # at 20,000 from 3e-12 to 4e-6
     monkeypatch.setattr(tuna_kernel, "tuna_log_ratio", _log_ratio_with_wrong_keep_probability)
-    pvalue, mean_error = _worst(_laplace_problem(), *SAMPLERS["TunaMH"])
+    pvalue, mean_error = _worst(_laplace_problem(), SAMPLERS["TunaMH"][0], 20000)
     assert pvalue < 0.01 or mean_error > 4.0
