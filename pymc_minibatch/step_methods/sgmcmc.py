@@ -6,6 +6,8 @@ gradient estimate, the preconditioner and the default step size, maps ``theta`` 
 kernel's ``z`` and back, and copies the kernel's statistics into ``sample_stats``.
 """
 
+import warnings
+
 import numpy as np
 from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
@@ -110,7 +112,12 @@ class SGMCMC(MinibatchStep):
         model=None,
         blocked=True,
         rng=None,
+        thin=None,
     ):
+        if thin is not None:
+            warnings.warn("`thin` is renamed `updates_per_draw`; `thin` will be removed in the "
+                          "next release", FutureWarning, stacklevel=3)  # fmt: skip
+            updates_per_draw = thin
         super().__init__(vars, model=model, blocked=blocked, rng=rng)
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
@@ -282,7 +289,7 @@ _COMMON_PARAMETERS = """
         ``t = 0, 1, ...`` of the chain (tuning included). Default: the rule above.
     updates_per_draw : int, default 1
         Updates per recorded draw (each costs one gradient estimate); statistics describe
-        the last update, ``resampled`` any of them.
+        the last update, ``resampled`` any of them. ``thin`` is its deprecated name.
     precondition : bool, optional
         Run in the preconditioned coordinates of the Laplace approximation, starting each
         chain from a draw of it, as described in :class:`SGMCMC`. Default: True when

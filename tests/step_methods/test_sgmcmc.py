@@ -272,3 +272,9 @@ def test_sample_returns_pymc_result_with_our_statistics(logistic):
         fit.preconditioner.inverse.T
     )
     assert np.max(np.abs(whitened)) < 6
+
+
+def test_thin_is_a_deprecated_name_for_updates_per_draw(logistic):
+    with logistic, pytest.warns(FutureWarning, match="updates_per_draw"):
+        step = pmm.SGLD(batch_size=50, thin=3)
+    assert step.updates_per_draw == 3
