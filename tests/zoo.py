@@ -63,10 +63,16 @@ class ZooModel:
 
 
 def _equicorrelated_normals(rng, means, rho):
-    """``N_ROWS`` draws of unit-variance normals with the given means and correlation ``rho``."""
-    d = len(means)
-    cov = np.full((d, d), rho) + (1.0 - rho) * np.eye(d)
-    return rng.multivariate_normal(means, cov, size=N_ROWS)
+    """``N_ROWS`` draws of unit-variance normals with the given means and correlation ``rho``.
+
+    Built from one shared factor, ``x_j = mean_j + sqrt(1 - rho) z_j + sqrt(rho) f``, rather
+    than ``rng.multivariate_normal``, whose factorisation of a covariance with a repeated
+    eigenvalue depends on the LAPACK build: a NumPy upgrade changed the data under the stored
+    references.
+    """
+    shared = rng.standard_normal((N_ROWS, 1))
+    own = rng.standard_normal((N_ROWS, len(means)))
+    return np.asarray(means) + np.sqrt(1.0 - rho) * own + np.sqrt(rho) * shared
 
 
 def _normal_mean_data():
