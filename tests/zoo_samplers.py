@@ -68,7 +68,7 @@ SAMPLERS = [*EXACT, *TEMPERED, *STOCHASTIC_GRADIENT, *PARTICLES]
 
 #: ``pm.sample`` lengths (draws, tune) per kind of sampler, two chains each.
 EXACT_LENGTH = (2000, 1000)
-SG_LENGTH = (12_000, 500)
+SG_LENGTH = (4000, 500)
 #: Bias of MINT's mean allowed before Monte Carlo error, in tempered sds (its widening).
 TEMPERED_BIAS = 0.1
 REFUSALS = (pmm.BoundsUnavailableError, pmm.NonFactorizableError)

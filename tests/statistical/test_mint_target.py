@@ -102,6 +102,7 @@ def _tempered_mode_fraction(x, temperature):
     return weights[t2 > 0].sum() / weights.sum()
 
 
+@pytest.mark.slow
 def test_mint_visits_both_modes_of_the_tied_means_mixture():
     model, x = _tied_means_mixture(20_000)
     with model:

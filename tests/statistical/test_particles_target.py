@@ -67,6 +67,7 @@ def test_full_gradient_moments_match_a_5d_gaussian(gaussian_5d, method):
     assert low <= np.min(np.sqrt(variance_ratios)) and np.max(np.sqrt(variance_ratios)) <= high
 
 
+@pytest.mark.slow
 def test_svgd_full_gradient_variances_match_a_5d_gaussian(gaussian_5d):
     """SVGD widens a too-narrow start slowly: variance ratios 0.81 after 1000 steps, 0.84
     after 2000, 0.89 after 4000 (0.92-0.97 after 1000 from the default Laplace start)."""
