@@ -127,7 +127,7 @@ def test_defaults_match_nuts_with_only_a_batch_size(bernoulli_logit, sampler):
     model, mean, sd = bernoulli_logit
     with model:
         step = sampler(batch_size=200)
-    draws = _draws(model, step, 40_000, tune=1000)["beta"].values
+    draws = _draws(model, step, 20_000, tune=1000)["beta"].values
     values = draws.reshape(-1, 3)
     assert np.max(np.abs(values.mean(axis=0) - mean) / sd) < 0.25
     for k in range(3):
