@@ -27,8 +27,9 @@ _SLOW_MU_A = (
     "sets the random-walk proposal: moving 3-4 per step (MINT's tuned step size 0.21-0.31, "
     "where CMINT's schedule starts), the chains do not cross mu_a's tempered range. "
 )
-#: Cells that miss their tolerance for a documented reason (expected to fail; a pass is
-#: reported as XPASS).
+#: Cells that miss their tolerance for a documented reason. They are not run here: an
+#: expected failure passes whatever the cell gives, so a run would only cost CI time;
+#: ``python benchmarks/zoo.py`` runs them and prints their outcome with the others.
 KNOWN_DEVIATIONS = {
     ("w-SGLD", "varying_intercepts"): _MODE_SEEKING,
     ("w-SGLD-B", "varying_intercepts"): _MODE_SEEKING,
@@ -44,7 +45,7 @@ KNOWN_DEVIATIONS = {
 CELLS = [
     pytest.param(
         sampler, model_name,
-        marks=[pytest.mark.xfail(strict=False, reason=KNOWN_DEVIATIONS[sampler, model_name])]
+        marks=[pytest.mark.xfail(run=False, reason=KNOWN_DEVIATIONS[sampler, model_name])]
         if (sampler, model_name) in KNOWN_DEVIATIONS else [],
         id=f"{sampler}-{model_name}",
     )
