@@ -68,7 +68,7 @@ SAMPLERS = [*EXACT, *TEMPERED, *STOCHASTIC_GRADIENT, *PARTICLES]
 
 #: ``pm.sample`` lengths (draws, tune) per kind of sampler, two chains each.
 EXACT_LENGTH = (2000, 1000)
-#: FullMH evaluates all 10^5 rows per step; its cells were its slowest (35-52 s each).
+#: FullMH evaluates all 10^5 rows per step; its cells were the zoo's slowest (35-52 s each).
 FULL_MH_LENGTH = (1000, 500)
 SG_LENGTH = (4000, 500)
 #: The monomial-gamma thermostats (resampled momentum and thermostat) run twice as long:
