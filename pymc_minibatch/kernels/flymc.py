@@ -12,11 +12,20 @@ statistics and a theta-move only touches the "bright" rows (``z_n = 1``).
 Dark rows turn bright by a Metropolis proposal made to each with probability ``q``
 (accepted with ``min(1, (L/B - 1) / q)``); bright rows are all proposed to turn dark
 (accepted with ``min(1, q / (L/B - 1))``).
+
+One transition (:func:`flymc_step`) is that update of ``z`` followed by a Gaussian random-walk
+Metropolis move of ``theta`` given ``z``, whose log acceptance ratio is
+
+    log p(theta') - log p(theta) + sum_n [log B_n(theta') - log B_n(theta)]
+        + sum_{z_n = 1} [log(L_n/B_n - 1)(theta') - log(L_n/B_n - 1)(theta)].
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+
+from pymc_minibatch.kernels.random_walk import log_accept_to_prob, propose
 
 #: Slack keeping the bound strictly below the likelihood (as in the reference code).
 BOUND_SLACK = 1e-6
@@ -115,3 +124,134 @@ def flip_decisions(rng, log_weight_dark, log_weight_bright, q):
     to_bright = np.log(rng.random(log_weight_dark.size)) < log_weight_dark - log_q
     to_dark = np.log(rng.random(log_weight_bright.size)) < log_q - log_weight_bright
     return to_bright, to_dark
+
+
+class FlyMCTarget(NamedTuple):
+    """What a FlyMC transition evaluates, at parameters ``theta`` and row indices ``rows``."""
+
+    loglik: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    """``log L_n(theta)`` for ``n`` in ``rows``."""
+    loglik_pair: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    """``(loglik(theta, rows), loglik(theta2, rows))`` from one evaluation."""
+    log_bound: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    """``log B_n(theta)`` for ``n`` in ``rows``."""
+    collapsed_log_bound: Callable[[np.ndarray], float]
+    """``sum_n log B_n(theta)`` over all rows (a :class:`CollapsedBound`)."""
+    logprior: Callable[[np.ndarray], float]
+    """Log prior density, with transform Jacobians."""
+
+
+class AugmentedState(NamedTuple):
+    position: np.ndarray
+    """``theta``."""
+    bright: np.ndarray
+    """Boolean ``z``, one per row."""
+
+
+class FlyMCInfo(NamedTuple):
+    accept: float
+    """Acceptance probability ``min(1, r)`` of the ``theta`` proposal (0 when non-finite)."""
+    accepted: bool
+    nonfinite: bool
+    """The proposal's log prior, or a bright row's log-likelihood there, was NaN or infinite;
+    the proposal was rejected."""
+    batch_size: int
+    """Rows read by the ``z``-update (dark candidates and bright rows) plus the bright rows of
+    the ``theta``-move (evaluated at both points)."""
+    n_bright: int
+    """Bright rows during the ``theta``-move (before the ``z``-update if that stopped)."""
+    bound_violated: bool
+    """A row's bound exceeded its likelihood (``L/B - 1 < 0``): the transition stopped there
+    and the chain would not be exact."""
+
+
+def draw_brightness(rng: np.random.Generator, target: FlyMCTarget, position, n_data: int):
+    """Every ``z_n`` from its conditional: bright with probability ``1 - B_n / L_n``."""
+    rows = np.arange(n_data)
+    loglik = target.loglik(position, rows)
+    bright_prob = -np.expm1(target.log_bound(position, rows) - loglik)
+    return rng.random(rows.size) < bright_prob
+
+
+def update_brightness(
+    rng: np.random.Generator, target: FlyMCTarget, state: AugmentedState, resample_fraction: float
+):
+    """The Metropolis update of ``z`` given ``theta``: ``(bright, rows_read)``.
+
+    ``bright`` is a new mask, or ``None`` if a row's bound exceeded its likelihood.
+    """
+    bright_rows = np.flatnonzero(state.bright)
+    candidates = geometric_subset(rng, state.bright.size, resample_fraction)
+    candidates = candidates[~state.bright[candidates]]
+    rows = np.concatenate([candidates, bright_rows])
+    loglik = target.loglik(state.position, rows)
+    weights = log_bright_weight(loglik, target.log_bound(state.position, rows))
+    if np.any(np.isnan(weights)):
+        return None, rows.size
+    to_bright, to_dark = flip_decisions(
+        rng, weights[: candidates.size], weights[candidates.size :], resample_fraction
+    )
+    bright = state.bright.copy()
+    bright[candidates[to_bright]] = True
+    bright[bright_rows[to_dark]] = False
+    return bright, rows.size
+
+
+def theta_log_ratio(target: FlyMCTarget, position, proposal, bright_rows):
+    """Log acceptance ratio of ``proposal`` given ``z``: ``(log_ratio, nonfinite, violated)``.
+
+    A proposal with a non-finite log prior is rejected before any row is read, one with a
+    non-finite bright-row log-likelihood before any bound is.
+    """
+    logprior_diff = target.logprior(proposal) - target.logprior(position)
+    if not np.isfinite(logprior_diff):
+        return -np.inf, True, False
+    loglik, loglik_proposal = target.loglik_pair(position, proposal, bright_rows)
+    if not np.all(np.isfinite(loglik_proposal)):
+        return -np.inf, True, False
+    weight_proposal = log_bright_weight(loglik_proposal, target.log_bound(proposal, bright_rows))
+    weight = log_bright_weight(loglik, target.log_bound(position, bright_rows))
+    if np.any(np.isnan(weight_proposal)) or np.any(np.isnan(weight)):
+        return np.nan, False, True
+    collapsed_diff = target.collapsed_log_bound(proposal) - target.collapsed_log_bound(position)
+    return logprior_diff + collapsed_diff + float(np.sum(weight_proposal - weight)), False, False
+
+
+def flymc_step(
+    rng: np.random.Generator,
+    state: AugmentedState,
+    target: FlyMCTarget,
+    resample_fraction: float,
+    step_size: float,
+    chol=None,
+) -> tuple[AugmentedState, FlyMCInfo]:
+    """One FlyMC transition: update ``z`` given ``theta``, then ``theta`` given ``z``.
+
+    Each dark row is proposed bright with probability ``resample_fraction``; the ``theta``
+    proposal is ``theta + step_size * chol @ N(0, I)``
+    (:func:`~pymc_minibatch.kernels.random_walk.propose`). On a bound violation
+    (``info.bound_violated``) the returned state keeps ``theta`` and carries whatever update
+    of ``z`` was completed.
+    """
+    position = state.position
+    bright, rows_read = update_brightness(rng, target, state, resample_fraction)
+    if bright is None:
+        n_bright = int(np.count_nonzero(state.bright))
+        return state, FlyMCInfo(0.0, False, False, rows_read, n_bright, True)
+    bright_rows = np.flatnonzero(bright)
+    batch_size = rows_read + bright_rows.size
+    proposal = propose(rng, position, step_size, chol)
+    log_ratio, nonfinite, violated = theta_log_ratio(target, position, proposal, bright_rows)
+    if violated:
+        info = FlyMCInfo(0.0, False, False, batch_size, bright_rows.size, True)
+        return AugmentedState(position, bright), info
+    accepted = (not nonfinite) and bool(np.log(rng.uniform()) < log_ratio)
+    info = FlyMCInfo(
+        0.0 if nonfinite else log_accept_to_prob(log_ratio),
+        accepted,
+        nonfinite,
+        batch_size,
+        bright_rows.size,
+        False,
+    )
+    return AugmentedState(proposal if accepted else position, bright), info

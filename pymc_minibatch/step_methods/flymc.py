@@ -7,15 +7,15 @@ from pytensor.tensor.random.basic import BernoulliRV, LaplaceRV
 
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.flymc import (
+    AugmentedState,
+    FlyMCTarget,
     collapse,
-    flip_decisions,
-    geometric_subset,
+    draw_brightness,
+    flymc_step,
     jaakkola_jordan,
     laplace_bound,
     log_bound,
-    log_bright_weight,
 )
-from pymc_minibatch.kernels.random_walk import RWInfo, log_accept_to_prob, propose
 from pymc_minibatch.model.lipschitz import linear_predictors
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 
@@ -128,71 +128,33 @@ class FlyMC(MetropolisStep):
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
-        theta = q0.data
-        if self.bright is None:
-            self.bright = self._draw_brightness(theta)
-        rows_touched = self._update_brightness(theta)
-
-        proposal = propose(self.rng, theta, self.step_size, self.proposal_chol)
-        bright = np.flatnonzero(self.bright)
-        log_ratio, nonfinite = self._log_ratio(theta, proposal, bright)
-        accepted = (not nonfinite) and bool(np.log(self.rng.uniform()) < log_ratio)
-        info = RWInfo(
-            accept=0.0 if nonfinite else log_accept_to_prob(log_ratio),
-            accepted=accepted,
-            nonfinite=nonfinite,
+        mm = self.minibatch_model
+        target = FlyMCTarget(
+            mm.loglik, mm.loglik_pair, self._log_bounds, self.collapsed_bound, mm.logprior
         )
+        if self.bright is None:
+            self.bright = draw_brightness(self.rng, target, q0.data, mm.n_data)
+        state, info = flymc_step(
+            self.rng,
+            AugmentedState(q0.data, self.bright),
+            target,
+            self.resample_fraction,
+            self.step_size,
+            self.proposal_chol,
+        )
+        self.bright = state.bright
+        if info.bound_violated:
+            raise BoundViolationError("FlyMC: a row's lower bound exceeds its likelihood")
         stats = {
             **self.metropolis_stats(info),
-            "batch_size": rows_touched + bright.size,
-            "n_bright": bright.size,
+            "batch_size": info.batch_size,
+            "n_bright": info.n_bright,
         }
         self.adapt_step_size(info.accept)
-        return RaveledVars(proposal if accepted else theta, q0.point_map_info), [stats]
+        return RaveledVars(state.position, q0.point_map_info), [stats]
 
     def _log_bounds(self, theta, rows):
         return log_bound(self.bound, self.offset[rows] + self.design[rows] @ theta, rows)
-
-    def _weights(self, loglik, theta, rows):
-        weights = log_bright_weight(loglik, self._log_bounds(theta, rows))
-        if np.any(np.isnan(weights)):
-            raise BoundViolationError("FlyMC: a row's lower bound exceeds its likelihood")
-        return weights
-
-    def _draw_brightness(self, theta):
-        rows = np.arange(self.minibatch_model.n_data)
-        loglik = self.minibatch_model.loglik(theta, rows)
-        bright_prob = -np.expm1(self._log_bounds(theta, rows) - loglik)  # 1 - B/L
-        return self.rng.random(rows.size) < bright_prob
-
-    def _update_brightness(self, theta):
-        mm = self.minibatch_model
-        bright = np.flatnonzero(self.bright)
-        candidates = geometric_subset(self.rng, mm.n_data, self.resample_fraction)
-        candidates = candidates[~self.bright[candidates]]
-        rows = np.concatenate([candidates, bright])
-        weights = self._weights(mm.loglik(theta, rows), theta, rows)
-        to_bright, to_dark = flip_decisions(
-            self.rng, weights[: candidates.size], weights[candidates.size :],
-            self.resample_fraction,
-        )  # fmt: skip
-        self.bright[candidates[to_bright]] = True
-        self.bright[bright[to_dark]] = False
-        return rows.size
-
-    def _log_ratio(self, theta, proposal, bright):
-        mm = self.minibatch_model
-        logprior_diff = mm.logprior(proposal) - mm.logprior(theta)
-        if not np.isfinite(logprior_diff):
-            return -np.inf, True
-        loglik, loglik_proposal = mm.loglik_pair(theta, proposal, bright)
-        if not np.all(np.isfinite(loglik_proposal)):
-            return -np.inf, True
-        bright_diff = self._weights(loglik_proposal, proposal, bright) - self._weights(
-            loglik, theta, bright
-        )
-        collapsed_diff = self.collapsed_bound(proposal) - self.collapsed_bound(theta)
-        return logprior_diff + collapsed_diff + float(np.sum(bright_diff)), False
 
 
 def _refuse_unsupported_likelihoods(minibatch_model):
