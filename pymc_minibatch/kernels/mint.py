@@ -10,20 +10,32 @@ draws a fresh batch ``S'`` and accepts with
     log r = n^lambda (mu_S'(theta') - mu_S(theta)) + E(theta') - E(theta)
             + log q(theta | theta') - log q(theta' | theta)
 
-where ``E`` is the (tempered) prior term. This is a pseudo-marginal MH chain: its invariant
-``theta``-marginal is exactly ``f*(theta) ∝ exp(E(theta)) E_S[exp(n^lambda mu_S(theta))]``,
-close to ``exp(E) exp(n^lambda mu(theta) + eps^2 s^2(theta) (1 - m/n) / 2)`` with
+where ``E`` is the prior term: ``log p(theta)``, or with a tempered prior
+``(log p(theta) - log J(theta)) / T + log J(theta)`` (the prior of the constrained values
+raised to ``1 / T``, the transform Jacobian ``J`` left as it is). This is a pseudo-marginal
+MH chain: its invariant ``theta``-marginal is exactly
+``f*(theta) ∝ exp(E(theta)) E_S[exp(n^lambda mu_S(theta))]``, close to
+``exp(E) exp(n^lambda mu(theta) + eps^2 s^2(theta) (1 - m/n) / 2)`` with
 ``eps = n^(lambda - tau)`` and ``s^2`` the variance of the rows' log-likelihoods, i.e. the
 posterior raised to ``1 / T``, ``T = n^(1 - lambda)``, slightly widened.
 
+- :func:`mint_evaluate`: the state at ``theta`` on a fresh batch (the chain's start, and
+  every proposal).
+- :func:`mint_step`: one transition: proposal (Gaussian random walk, or SGLD on the
+  minibatch gradient of the tempered target), its evaluation, :func:`mint_decide`.
+
 CMINT (the cyclic variant, Section 3.2.3 of the paper) multiplies the step size by ``decay``
 every ``decay_every`` epochs and by ``raise_factor`` at the end of every round of
-``round_epochs`` epochs, taking a snapshot of ``theta`` just before each raise.
+``round_epochs`` epochs, taking a snapshot of ``theta`` just before each raise
+(:func:`cyclic_step_sizes` gives the schedule, :func:`cyclic_draw` a draw's place in it).
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+
+from pymc_minibatch.kernels.random_walk import propose
 
 
 class TemperingSettings(NamedTuple):
@@ -115,6 +127,107 @@ def mint_decide(
     return (proposal if accepted else state), MintInfo(accept, accepted, False)
 
 
+class MintTarget(NamedTuple):
+    """The model, as a MINT step evaluates it (gradients for the ``"sgld"`` proposal only)."""
+
+    loglik: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
+    """``loglik(theta, rows)``: the rows' log-likelihoods and the gradient of their sum
+    (``None`` for ``"rw"``)."""
+    logprior: Callable[[np.ndarray], tuple[float, np.ndarray | None]]
+    """``logprior(theta)``: ``log p(theta)``, transform Jacobians included, and its gradient
+    (``None`` for ``"rw"``)."""
+    log_jacobian: Callable[[np.ndarray], tuple[float, np.ndarray]] | None = None
+    """``log_jacobian(theta)``: the transforms' log Jacobian (the part of ``logprior`` left
+    untempered) and its gradient; called only with a tempered prior."""
+
+
+class MintConfig(NamedTuple):
+    """What stays fixed along a MINT chain."""
+
+    tempering: TemperingSettings
+    n_data: int
+    batch_size: int
+    """Rows per batch ``m``, drawn without replacement."""
+    proposal: str = "rw"
+    """``"rw"``: Gaussian random walk; ``"sgld"``: Langevin step on the minibatch gradient."""
+    temper_prior: bool = True
+    """Raise the prior to ``1 / T`` too (else only the likelihood is tempered)."""
+
+
+def tempered_prior(position, target: MintTarget, config: MintConfig):
+    """``(E(theta), its gradient)``; the gradient is ``None`` when ``target`` gives none."""
+    logprior, prior_grad = target.logprior(position)
+    if not config.temper_prior:
+        return logprior, prior_grad
+    log_jacobian, jacobian_grad = target.log_jacobian(position)
+    inverse_t = 1.0 / config.tempering.temperature
+    term = (logprior - log_jacobian) * inverse_t + log_jacobian
+    if prior_grad is None:
+        return term, None
+    return term, (prior_grad - jacobian_grad) * inverse_t + jacobian_grad
+
+
+def mint_evaluate(
+    rng: np.random.Generator, position, target: MintTarget, config: MintConfig
+) -> MintState:
+    """``(theta, mu_S(theta), E(theta), gradient)`` on a fresh batch ``S``.
+
+    For ``"sgld"`` the gradient is that of the tempered target on the same batch,
+    ``n^lambda / m * sum_{j in S} grad l_j(theta) + grad E(theta)``.
+    """
+    rows = rng.choice(config.n_data, size=config.batch_size, replace=False)
+    prior_term, prior_grad = tempered_prior(position, target, config)
+    loglik, grad_sum = target.loglik(position, rows)
+    gradient = None
+    if config.proposal == "sgld":
+        gradient = config.tempering.scale * grad_sum / config.batch_size + prior_grad
+    return MintState(position, float(np.mean(loglik)), prior_term, gradient)
+
+
+def mint_step(
+    rng: np.random.Generator,
+    state: MintState,
+    target: MintTarget,
+    config: MintConfig,
+    step_size: float,
+    chol=None,
+) -> tuple[MintState, MintInfo]:
+    """One MINT transition from ``state``; returns the new state and the decision.
+
+    ``"rw"`` proposes ``theta + step_size * chol @ z``; ``"sgld"`` proposes with
+    :func:`sgld_proposal` (``h = step_size``, ``chol`` unused) and enters the reverse
+    density into the ratio. The proposal is evaluated on a fresh batch
+    (:func:`mint_evaluate`) and accepted by :func:`mint_decide`; a rejection keeps
+    ``state``, estimate included.
+    """
+    theta = state.position
+    if config.proposal == "rw":
+        candidate = mint_evaluate(rng, propose(rng, theta, step_size, chol), target, config)
+        log_q_ratio = 0.0
+    else:
+        position = sgld_proposal(rng, theta, state.gradient, step_size)
+        candidate = mint_evaluate(rng, position, target, config)
+        log_q_ratio = sgld_log_density(
+            theta, position, candidate.gradient, step_size
+        ) - sgld_log_density(position, theta, state.gradient, step_size)
+    return mint_decide(rng, state, candidate, config.tempering.scale, log_q_ratio)
+
+
+class CyclicSchedule(NamedTuple):
+    step_sizes: np.ndarray
+    """Step size of each epoch: epoch ``e`` (counting from 1) uses ``step_sizes[e - 1]``."""
+    snapshot_epochs: list[int]
+    """The epochs ending in a snapshot."""
+
+
+class CyclicDraw(NamedTuple):
+    epoch: int
+    """The draw's epoch, counting from 1."""
+    step_size: float
+    snapshot: bool
+    """The draw is the last step of a snapshot epoch: a member of the ensemble."""
+
+
 def cyclic_step_sizes(
     initial: float,
     n_epochs: int,
@@ -124,7 +237,7 @@ def cyclic_step_sizes(
     raise_factor: float,
     round_epochs: int,
     n_rounds: int,
-):
+) -> CyclicSchedule:
     """CMINT's step size for each epoch, and the epochs that end with a snapshot.
 
     At the end of epoch ``e`` (counting from 1): if ``e`` is a multiple of ``decay_every``
@@ -150,4 +263,17 @@ def cyclic_step_sizes(
             snapshots.append(epoch)
             if epoch < last_epoch:
                 size *= raise_factor
-    return sizes, snapshots
+    return CyclicSchedule(sizes, snapshots)
+
+
+def cyclic_draw(schedule: CyclicSchedule, steps_per_epoch: int, draw: int) -> CyclicDraw:
+    """Draw ``draw``'s (counting from 0, after tuning) place in ``schedule``.
+
+    Epochs are ``steps_per_epoch`` consecutive draws; a draw is a snapshot when it is the
+    last of an epoch in ``schedule.snapshot_epochs``. Draws past the schedule keep its last
+    step size.
+    """
+    epoch = draw // steps_per_epoch + 1
+    step_size = float(schedule.step_sizes[min(epoch, schedule.step_sizes.size) - 1])
+    snapshot = (draw + 1) % steps_per_epoch == 0 and epoch in schedule.snapshot_epochs
+    return CyclicDraw(epoch, step_size, snapshot)

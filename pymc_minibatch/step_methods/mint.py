@@ -5,14 +5,16 @@ from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch.kernels.mint import (
+    CyclicSchedule,
+    MintConfig,
     MintState,
+    MintTarget,
+    cyclic_draw,
     cyclic_step_sizes,
-    mint_decide,
-    sgld_log_density,
-    sgld_proposal,
+    mint_evaluate,
+    mint_step,
     tempering_settings,
 )
-from pymc_minibatch.kernels.random_walk import propose
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 
 PROPOSALS = ("rw", "sgld")
@@ -154,6 +156,9 @@ class MINT(MetropolisStep):
         )
         mm = self.minibatch_model
         self.settings = tempering_settings(mm.n_data, self.batch_size, self._alpha)
+        self.config = MintConfig(
+            self.settings, mm.n_data, self.batch_size, proposal, self.temper_prior
+        )
         if self.laplace is not None:  # the tempered posterior is sqrt(T) times wider
             self.proposal_chol = self.proposal_chol * np.sqrt(self.temperature)
         if step_size is None and self.laplace is not None:
@@ -203,20 +208,13 @@ class MINT(MetropolisStep):
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
-        theta = q0.data
-        current = self._current_state(theta)
-        if self.proposal == "rw":
-            position = propose(self.rng, theta, self.step_size, self.proposal_chol)
-            candidate = self._evaluate(position)
-            log_q_ratio = 0.0
-        else:
-            position = sgld_proposal(self.rng, theta, current.gradient, self.step_size)
-            candidate = self._evaluate(position)
-            log_q_ratio = sgld_log_density(
-                theta, position, candidate.gradient, self.step_size
-            ) - sgld_log_density(position, theta, current.gradient, self.step_size)
-        new_state, info = mint_decide(
-            self.rng, current, candidate, self.settings.scale, log_q_ratio
+        new_state, info = mint_step(
+            self.rng,
+            self._current_state(q0.data),
+            self._target(),
+            self.config,
+            self.step_size,
+            self.proposal_chol,
         )
         self.cached = new_state
         stats = {
@@ -225,11 +223,7 @@ class MINT(MetropolisStep):
             "temperature": self.temperature,
         }
         self.adapt_step_size(info.accept)
-        self.after_step(stats)
         return RaveledVars(new_state.position, q0.point_map_info), [stats]
-
-    def after_step(self, stats):
-        """Hook for schedules (CMINT) run after each step's statistics are set."""
 
     def _current_state(self, theta):
         # the stored estimate belongs to theta and to the values of the variables other
@@ -244,39 +238,24 @@ class MINT(MetropolisStep):
         ):
             return cached
         self.cached_shared = shared
-        return self._evaluate(theta.copy())
+        return mint_evaluate(self.rng, theta.copy(), self._target(), self.config)
 
-    def _evaluate(self, position):
-        """``(theta, mu_S(theta), E(theta), gradient)`` on a fresh batch."""
-        mm = self.minibatch_model
-        rows = self.rng.choice(mm.n_data, size=self.batch_size, replace=False)
-        prior_term, prior_grad = self._prior_term(position)
-        if self.proposal == "rw":
-            return MintState(position, float(np.mean(mm.loglik(position, rows))), prior_term, None)
-        loglik, grad_sum = mm.loglik_and_grad(position, rows)
-        gradient = self.settings.scale * grad_sum / self.batch_size + prior_grad
-        return MintState(position, float(np.mean(loglik)), prior_term, gradient)
-
-    def _prior_term(self, position):
+    def _target(self):
+        # the random walk needs no gradients: the cheaper functions without them
         mm = self.minibatch_model
         if self.proposal == "rw":
-            logprior, prior_grad = mm.logprior(position), None
-        else:
-            logprior, prior_grad = mm.logprior_and_grad(position)
-        if not self.temper_prior:
-            return logprior, prior_grad
-        log_jacobian, jacobian_grad = mm.log_jacobian_and_grad(position)
-        inverse_t = 1.0 / self.temperature
-        term = (logprior - log_jacobian) * inverse_t + log_jacobian
-        if prior_grad is None:
-            return term, None
-        return term, (prior_grad - jacobian_grad) * inverse_t + jacobian_grad
+            return MintTarget(
+                lambda theta, rows: (mm.loglik(theta, rows), None),
+                lambda theta: (mm.logprior(theta), None),
+                mm.log_jacobian_and_grad,
+            )
+        return MintTarget(mm.loglik_and_grad, mm.logprior_and_grad, mm.log_jacobian_and_grad)
 
 
 @dataclass_state
 class CMINTState(MINTState):
     draws_taken: int
-    schedule: np.ndarray | None
+    schedule: CyclicSchedule | None
 
 
 class CMINT(MINT):
@@ -375,11 +354,15 @@ class CMINT(MINT):
 
     def stop_tuning(self):
         super().stop_tuning()
-        self.schedule = self.epoch_step_sizes(self.step_size)
+        self.schedule = self._cyclic_schedule(self.step_size)
 
     def epoch_step_sizes(self, initial):
         """Step size of each epoch of the schedule from ``initial``, plus the one after it."""
-        sizes, _ = cyclic_step_sizes(
+        return self._cyclic_schedule(initial).step_sizes
+
+    def _cyclic_schedule(self, initial):
+        """The kernel's schedule (step sizes and snapshot epochs), one epoch past its end."""
+        return cyclic_step_sizes(
             initial,
             self.n_rounds * self.round_epochs + 1,
             decay=self.decay,
@@ -388,28 +371,15 @@ class CMINT(MINT):
             round_epochs=self.round_epochs,
             n_rounds=self.n_rounds,
         )
-        return sizes
 
     def astep(self, q0: RaveledVars):
-        if not self.tune:
-            if self.schedule is None:  # sampling without a tuning phase
-                self.schedule = self.epoch_step_sizes(self.step_size)
-            epoch = self.draws_taken // self.steps_per_epoch
-            self.step_size = float(self.schedule[min(epoch, self.schedule.size - 1)])
-        return super().astep(q0)
-
-    def after_step(self, stats):
         if self.tune:
-            stats.update(snapshot=False, epoch=0)
-            return
-        epoch = self.draws_taken // self.steps_per_epoch + 1
+            point, [stats] = super().astep(q0)
+            return point, [{**stats, "snapshot": False, "epoch": 0}]
+        if self.schedule is None:  # sampling without a tuning phase
+            self.schedule = self._cyclic_schedule(self.step_size)
+        draw = cyclic_draw(self.schedule, self.steps_per_epoch, self.draws_taken)
+        self.step_size = draw.step_size
+        point, [stats] = super().astep(q0)
         self.draws_taken += 1
-        ends_epoch = self.draws_taken % self.steps_per_epoch == 0
-        stats.update(
-            snapshot=bool(
-                ends_epoch
-                and epoch % self.round_epochs == 0
-                and epoch <= self.n_rounds * self.round_epochs
-            ),
-            epoch=epoch,
-        )
+        return point, [{**stats, "snapshot": draw.snapshot, "epoch": draw.epoch}]
