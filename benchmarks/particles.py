@@ -349,7 +349,7 @@ def run_pisgld_sweeps(model, data, nuts_sd, particle_counts, gamma_multiples, n_
     for multiple in gamma_multiples:
         by_gamma[multiple] = run_particle_config(
             model, data, nuts_sd, "pisgld", n_particles=100, n_steps=n_steps,
-            batch_size=50, gamma=multiple / 100, random_seed=seed,
+            batch_size=50, wasserstein_weight=multiple / 100, random_seed=seed,
         )  # fmt: skip
         print(".", end="", flush=True)
     print()

@@ -6,8 +6,11 @@ root. The tutorials are the jupytext percent scripts ``examples/*.py``; they are
 """
 
 import filecmp
+import os
 import shutil
 from pathlib import Path
+
+import jupytext
 
 import pymc_minibatch
 
@@ -17,7 +20,8 @@ TUTORIALS = DOCS / "tutorials"
 
 
 def _copy_tutorials():
-    """Mirror ``examples/*.py`` (names not starting with ``_``) into ``docs/tutorials/``.
+    """Mirror ``examples/*.py`` (names not starting with ``_``) into ``docs/tutorials/``,
+    each with its ``.ipynb`` (for the download link at the top of each tutorial).
 
     Files are rewritten only when their content changed, so that Sphinx sees unchanged
     tutorials as unchanged; tutorials deleted from ``examples/`` are removed.
@@ -31,13 +35,47 @@ def _copy_tutorials():
     for stale in TUTORIALS.glob("*.py"):
         if stale.name not in sources:
             stale.unlink()
+    for stale in TUTORIALS.glob("*.ipynb"):
+        if f"{stale.stem}.py" not in sources:
+            stale.unlink()
     for name, source in sources.items():
-        target = TUTORIALS / name
+        target, notebook = TUTORIALS / name, (TUTORIALS / name).with_suffix(".ipynb")
         if not target.exists() or not filecmp.cmp(source, target, shallow=False):
             shutil.copy2(source, target)
+        if not notebook.exists() or notebook.stat().st_mtime < target.stat().st_mtime:
+            # the unexecuted notebook each tutorial page offers for download
+            jupytext.write(jupytext.read(source), notebook)
+
+
+def _write_step_method_sections():
+    """API sections of the step methods, one per family, from ``pymc_minibatch.registry``."""
+    from pymc_minibatch import registry
+
+    sections = []
+    for family, title in registry.FAMILIES.items():
+        names = [entry.name for entry in registry.SAMPLERS if entry.family == family]
+        listing = "\n".join(f"   {name}" for name in names)
+        sections.append(
+            f"## {title}\n\n```{{eval-rst}}\n.. autosummary::\n   :toctree: generated\n"
+            f"   :nosignatures:\n\n{listing}\n```\n"
+        )
+    target = DOCS / "generated" / "step_methods.txt"
+    target.parent.mkdir(exist_ok=True)
+    text = "\n".join(sections)
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
 
 
 _copy_tutorials()
+_write_step_method_sections()
+
+# The pip wheels of PyTensor find no BLAS to link and say so, with a local path, in the first
+# cell that compiles; an explicit empty setting selects the same NumPy fallback silently. The
+# tutorials' kernels inherit this environment.
+if "blas__ldflags" not in os.environ.get("PYTENSOR_FLAGS", ""):
+    os.environ["PYTENSOR_FLAGS"] = ",".join(
+        flag for flag in (os.environ.get("PYTENSOR_FLAGS"), "blas__ldflags=") if flag
+    )
 
 project = "pymc-minibatch"
 author = "pymc-minibatch developers"
@@ -53,7 +91,13 @@ extensions = [
     "sphinx.ext.mathjax",
 ]
 
-exclude_patterns = ["_build", "conf.py", "**/.ipynb_checkpoints", "jupyter_execute"]
+exclude_patterns = [
+    "_build",
+    "conf.py",
+    "**/.ipynb_checkpoints",
+    "jupyter_execute",
+    "tutorials/*.ipynb",
+]
 templates_path = ["_templates"]
 
 # ---- MyST and myst-nb -----------------------------------------------------------------------
@@ -65,6 +109,8 @@ nb_execution_raise_on_error = True
 nb_execution_timeout = 1800  # seconds per cell
 nb_execution_show_tb = True
 nb_merge_streams = True
+# a tutorial that writes to stderr (a warning, PyMC's convergence messages) fails the build
+nb_output_stderr = "warn"
 
 # ---- API reference --------------------------------------------------------------------------
 autosummary_generate = True
@@ -75,7 +121,7 @@ autodoc_default_options = {
     "members": True,
     # PyMC's step-method plumbing, called by pm.sample and not by users
     "exclude-members": "astep, stats_dtypes_shapes, reset_tuning, stop_tuning, competence, "
-    "after_step, decide, info_stats, metropolis_stats, adapt_step_size, default_step_size",
+    "decide, info_stats, metropolis_stats, adapt_step_size, default_step_size",
 }
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True

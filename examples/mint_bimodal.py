@@ -14,6 +14,8 @@
 # %% [markdown]
 # # A bimodal posterior with tempered minibatch MH: MINT and CMINT
 #
+# {download}`Download this tutorial as a Jupyter notebook <mint_bimodal.ipynb>`
+#
 # A two-component Gaussian mixture whose component locations are both unknown has a
 # posterior with (at least) two modes: swapping the labels of the components gives the same
 # likelihood. With many rows each mode is very narrow and the two are separated by a valley
@@ -45,18 +47,6 @@ N_ROWS = 10_000
 BATCH_SIZE = 500
 MINT_DRAWS = 5000 if QUICK else 20_000
 SEED = 20240502
-
-# ArviZ 0.x (PyMC 5, results are InferenceData) calls the trace-and-density plot
-# `plot_trace`; ArviZ 1.x (PyMC 6, results are DataTree) calls it `plot_trace_dist`. This
-# helper is the only place where the tutorial depends on the version.
-ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
-
-
-def plot_trace(result, **kwargs):
-    if ARVIZ_1:
-        return az.plot_trace_dist(result, backend="matplotlib", **kwargs)
-    return az.plot_trace(result, **kwargs)
-
 
 # %% [markdown]
 # ## Data and model
@@ -132,7 +122,7 @@ print({k: idata_mint["posterior"].attrs[k] for k in ("temperature", "batch_size"
 # time near `-1` and part near `+1`, and `mu[1]` mirrors it.
 
 # %%
-plot_trace(idata_mint)
+pmm.plot_trace(idata_mint)
 plt.show()
 
 # %% [markdown]

@@ -14,6 +14,8 @@
 # %% [markdown]
 # # Particle methods on two-dimensional posteriors
 #
+# {download}`Download this tutorial as a Jupyter notebook <particles_2d.ipynb>`
+#
 # `pmm.sample_particles` moves a set of interacting particles together, with minibatch
 # gradients, until they approximate the posterior; the final particles are returned as
 # the draws of one chain. Four methods are available (Chen et al. 2018, "A unified
@@ -48,18 +50,6 @@ N_PARTICLES = 100 if QUICK else 300
 N_STEPS = 300 if QUICK else 1000
 METHODS = {"svgd": "SVGD", "wsgld": "w-SGLD", "wsgld_blob": "w-SGLD-B", "pisgld": "π-SGLD"}
 SEED = 20240504
-
-# ArviZ 0.x (PyMC 5, results are InferenceData) calls the trace-and-density plot
-# `plot_trace`; ArviZ 1.x (PyMC 6, results are DataTree) calls it `plot_trace_dist`. This
-# helper is the only place where the tutorial depends on the version.
-ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
-
-
-def plot_trace(result, **kwargs):
-    if ARVIZ_1:
-        return az.plot_trace_dist(result, backend="matplotlib", **kwargs)
-    return az.plot_trace(result, **kwargs)
-
 
 # %% [markdown]
 # ## Two posteriors with data likelihoods
@@ -251,7 +241,7 @@ table.round(3)
 # The NUTS reference's trace:
 
 # %%
-plot_trace(results["NUTS"])
+pmm.plot_trace(results["NUTS"])
 plt.show()
 
 # %% [markdown]

@@ -14,6 +14,8 @@
 # %% [markdown]
 # # Stochastic-gradient MCMC on a Bayesian logistic regression
 #
+# {download}`Download this tutorial as a Jupyter notebook <sgmgt_logistic.ipynb>`
+#
 # Stochastic-gradient MCMC replaces the full-data gradient of a Hamiltonian or Langevin
 # sampler by an unbiased estimate from a minibatch of rows, and drops the accept/reject
 # step. Each update then costs `batch_size` rows instead of `N`, at the price of a bias
@@ -55,18 +57,6 @@ THIN = 10  # updates per kept draw
 DRAWS = 500 if QUICK else 2000
 TUNE = 500 if QUICK else 1000
 SEED = 20240503
-
-# ArviZ 0.x (PyMC 5, results are InferenceData) calls the trace-and-density plot
-# `plot_trace`; ArviZ 1.x (PyMC 6, results are DataTree) calls it `plot_trace_dist`. This
-# helper is the only place where the tutorial depends on the version.
-ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
-
-
-def plot_trace(result, **kwargs):
-    if ARVIZ_1:
-        return az.plot_trace_dist(result, backend="matplotlib", **kwargs)
-    return az.plot_trace(result, **kwargs)
-
 
 # %% [markdown]
 # ## Data and model
@@ -114,7 +104,7 @@ with model:
 # posterior's bulk) and the two chains should overlap.
 
 # %%
-plot_trace(idata_sg)
+pmm.plot_trace(idata_sg)
 plt.show()
 
 # %%

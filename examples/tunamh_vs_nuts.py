@@ -14,6 +14,8 @@
 # %% [markdown]
 # # Exact minibatch MH on a tall logistic regression: TunaMH against NUTS
 #
+# {download}`Download this tutorial as a Jupyter notebook <tunamh_vs_nuts.ipynb>`
+#
 # NUTS evaluates the gradient of the log-likelihood over **every row** at every leapfrog
 # step. On tall data (many rows, few parameters) that is most of the cost of a draw.
 # `pmm.TunaMH` (Zhang, Cooper & De Sa 2020) is a Metropolis–Hastings step method that looks
@@ -41,18 +43,6 @@ DRAWS = 1000 if QUICK else 5000  # TunaMH draws per chain
 COMPARE_DRAWS = 500 if QUICK else 2000  # per chain, for every sampler in pmm.compare
 COMPARE_TUNE = 500 if QUICK else 1000
 SEED = 20240501
-
-# ArviZ 0.x (PyMC 5, results are InferenceData) calls the trace-and-density plot
-# `plot_trace`; ArviZ 1.x (PyMC 6, results are DataTree) calls it `plot_trace_dist`. This
-# helper is the only place where the tutorial depends on the version.
-ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
-
-
-def plot_trace(result, **kwargs):
-    if ARVIZ_1:
-        return az.plot_trace_dist(result, backend="matplotlib", **kwargs)
-    return az.plot_trace(result, **kwargs)
-
 
 # %% [markdown]
 # ## Data and model
@@ -114,7 +104,7 @@ with model:
 # densities of the two chains should agree.
 
 # %%
-plot_trace(idata_tuna)
+pmm.plot_trace(idata_tuna)
 plt.show()
 
 # %% [markdown]

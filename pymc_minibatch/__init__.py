@@ -16,33 +16,21 @@ from pymc_minibatch.exceptions import (
 )
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.particles import sample_particles
-from pymc_minibatch.step_methods.flymc import FlyMC
-from pymc_minibatch.step_methods.full_mh import FullMH
-from pymc_minibatch.step_methods.mint import CMINT, MINT
-from pymc_minibatch.step_methods.poisson_mh import PoissonMH
-from pymc_minibatch.step_methods.sgmcmc import SGHMC, SGLD, SGMGT, SGMGTD, SGNHT
-from pymc_minibatch.step_methods.tfmh import TFMH
-from pymc_minibatch.step_methods.tuna import TunaMH
+from pymc_minibatch.plotting import plot_trace
+from pymc_minibatch.registry import BY_NAME as _SAMPLERS
+from pymc_minibatch.registry import SAMPLER_NAMES
+
+# the step methods (TunaMH, FullMH, ..., SGMGTD) come from the registry: one list to keep
+globals().update({name: entry.step_class for name, entry in _SAMPLERS.items()})
 
 __all__ = [
-    "CMINT",
-    "MINT",
+    *SAMPLER_NAMES,
     "BoundViolationError",
     "BoundsUnavailableError",
     "DataValidationError",
-    "FlyMC",
-    "FullMH",
     "MinibatchModel",
     "NonFactorizableError",
-    "PoissonMH",
-    "SGHMC",
-    "SGLD",
-    "SGMGT",
-    "SGMGTD",
-    "SGNHT",
     "SamplerDivergenceError",
-    "TFMH",
-    "TunaMH",
     "bounds",
     "sample_particles",
     "schedules",
@@ -51,5 +39,6 @@ __all__ = [
     "compare",
     "ksd",
     "plot_compare",
+    "plot_trace",
 ]
 __version__ = "0.1.0.dev0"

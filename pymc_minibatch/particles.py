@@ -15,6 +15,7 @@ import pymc as pm
 import xarray as xr
 from pymc.initial_point import make_initial_point_fn
 
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import particles as kernels
 from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
@@ -82,6 +83,7 @@ class ParticlesNotSettledWarning(UserWarning):
     """The particles were still moving when ``sample_particles`` stopped."""
 
 
+@renamed_arguments(gamma="wasserstein_weight", lam="entropic_reg")
 def sample_particles(
     method="svgd",
     *,
@@ -90,8 +92,8 @@ def sample_particles(
     batch_size=None,
     step_size=None,
     bandwidth_scale=None,
-    gamma=None,
-    lam=None,
+    wasserstein_weight=None,
+    entropic_reg=None,
     adagrad=False,
     precondition=True,
     init="laplace",
@@ -111,13 +113,14 @@ def sample_particles(
     - ``"svgd"``: Stein variational gradient descent (Liu & Wang 2016), a kernel-smoothed
       gradient plus kernel repulsion.
     - ``"wsgld"``: ``g_i`` plus the entropy-regularised Wasserstein term of the paper's
-      eq. (21) to the previous step's particles, with constants ``lam`` and ``gamma``. It
+      eq. (21) to the previous step's particles, with constants ``entropic_reg`` (the
+      paper's lambda) and ``wasserstein_weight`` (its gamma). It
       finds modes but does not reproduce variances (the paper's own observation): with
       the defaults particles gather close to the modes, see the notes below.
     - ``"wsgld_blob"``: ``g_i`` plus the blob approximation of the entropy gradient
       (paper eq. 22, after Carrillo et al. 2019).
     - ``"pisgld"``: the average of the SVGD velocity and a w-SGLD velocity made of the blob
-      velocity plus ``gamma`` times the eq. (21) term; with the default ``gamma = 0`` it
+      velocity plus ``wasserstein_weight`` times the eq. (21) term; with its default 0 it
       is the pi-SGLD of the paper's authors' public code (github.com/thu-ml/fpovi).
 
     Parameters
@@ -143,10 +146,12 @@ def sample_particles(
         median squared distance between particles, recomputed every step. Default 4 for
         SVGD, 1 (Liu & Wang's heuristic) for the others; the reasons are measured in
         ``DEFAULT_BANDWIDTH_SCALE``.
-    gamma : float, optional
-        Weight of the Wasserstein term: default ``1 / M`` for w-SGLD, 0 for pi-SGLD.
-    lam : float, optional
+    wasserstein_weight : float, optional
+        Weight ``gamma`` of the Wasserstein term: default ``1 / M`` for w-SGLD, 0 for
+        pi-SGLD. Formerly ``gamma``, still accepted with a ``FutureWarning``.
+    entropic_reg : float, optional
         Entropic regularisation ``lambda`` of the Wasserstein term; default the bandwidth.
+        Formerly ``lam``, still accepted with a ``FutureWarning``.
     adagrad : bool, default False
         Divide each coordinate of the velocity by the root of an exponential average of its
         squares (decay 0.9, as in Liu & Wang's SVGD code).
@@ -242,7 +247,9 @@ def sample_particles(
     ...                                  random_seed=1)  # doctest: +SKIP
     """
     model = pm.modelcontext(model)
-    settings = _validate(method, n_particles, n_steps, bandwidth_scale, gamma, lam)
+    settings = _validate(
+        method, n_particles, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg
+    )
     minibatch_model = MinibatchModel(model)
     discrete = sorted(set(v.name for v in model.value_vars) - set(minibatch_model.var_names))
     if discrete:
@@ -303,7 +310,7 @@ def sample_particles(
         "sampling_time": elapsed,
     }
     if method in ("wsgld", "pisgld"):
-        attrs["gamma"] = settings["gamma"]
+        attrs["wasserstein_weight"] = settings["wasserstein_weight"]
     return draws_to_result(minibatch_model, thetas, sample_stats=stats, attrs=attrs)
 
 
@@ -319,8 +326,8 @@ class _ParticleRun:
         self.batches = batches
         self.adagrad = adagrad
         self.bandwidth_scale = settings["bandwidth_scale"]
-        self.gamma = settings["gamma"]
-        self.lam = settings["lam"]
+        self.wasserstein_weight = settings["wasserstein_weight"]
+        self.entropic_reg = settings["entropic_reg"]
         self.to_theta, self.to_z = _matrices(preconditioner)
         self.preconditioned = not np.all(self.to_theta == np.eye(len(self.to_theta)))
 
@@ -341,7 +348,7 @@ class _ParticleRun:
                 bandwidth = self.bandwidth_scale * kernels.median_bandwidth(
                     kernels.squared_distances(z, z)
                 )
-                lam = bandwidth if self.lam is None else self.lam
+                lam = bandwidth if self.entropic_reg is None else self.entropic_reg
                 velocity = self._velocity(z, previous, grads_z, bandwidth, lam)
                 if self.adagrad:
                     squares = velocity**2 if squares is None else (
@@ -385,11 +392,11 @@ class _ParticleRun:
                 "be far from the posterior: pass more n_steps or start from the Laplace "
                 "approximation (init='laplace')",
                 ParticlesNotSettledWarning,
-                stacklevel=4,
+                stacklevel=5,  # this check, run, sample_particles, its renamed_arguments wrapper
             )
 
     def _velocity(self, z, previous, grads, bandwidth, lam):
-        gamma = self.gamma
+        gamma = self.wasserstein_weight
         if self.method == "svgd":
             return kernels.svgd_velocity(z, grads, bandwidth)
         if self.method == "wsgld_blob":
@@ -478,22 +485,27 @@ def _default_schedule(n_steps, noise_ratio):
     return _DefaultSchedule(n_steps, DEFAULT_STEP_SIZE, final)
 
 
-def _validate(method, n_particles, n_steps, bandwidth_scale, gamma, lam):
+def _validate(method, n_particles, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg):
     """Checked settings, with the method's defaults for those not given."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     for name, value, least in (("n_particles", n_particles, 2), ("n_steps", n_steps, 1)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
             raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
-    if gamma is None:  # w-SGLD's sum over M previous particles, scaled as SVGD's mean
-        gamma = 1.0 / n_particles if method == "wsgld" else 0.0
-    settings = {"bandwidth_scale": DEFAULT_BANDWIDTH_SCALE[method], "gamma": gamma, "lam": lam}
+    weight = wasserstein_weight
+    if weight is None:  # w-SGLD's sum over M previous particles, scaled as SVGD's mean
+        weight = 1.0 / n_particles if method == "wsgld" else 0.0
+    settings = {
+        "bandwidth_scale": DEFAULT_BANDWIDTH_SCALE[method],
+        "wasserstein_weight": weight,
+        "entropic_reg": entropic_reg,
+    }
     if bandwidth_scale is not None:
         settings["bandwidth_scale"] = bandwidth_scale
-    for name in ("bandwidth_scale", "lam"):
+    for name in ("bandwidth_scale", "entropic_reg"):
         _check_positive(name, settings[name])
-    if not (isinstance(gamma, int | float | np.number) and np.isfinite(gamma) and gamma >= 0):
-        raise ValueError(f"gamma must be a non-negative finite number, got {gamma!r}")
+    if not (isinstance(weight, int | float | np.number) and np.isfinite(weight) and weight >= 0):
+        raise ValueError(f"wasserstein_weight must be a non-negative finite number, got {weight!r}")
     return settings
 
 

@@ -11,8 +11,9 @@ import pymc as pm
 import pytest
 
 import pymc_minibatch as pmm
+from pymc_minibatch import registry
 
-PRESETS = [pmm.SGLD, pmm.SGHMC, pmm.SGNHT, pmm.SGMGT, pmm.SGMGTD]
+PRESETS = [e.step_class for e in registry.SAMPLERS if e.family == "sgmcmc"]
 
 
 def ordered_mixture():

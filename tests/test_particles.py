@@ -132,8 +132,9 @@ def test_default_schedule_decays_to_the_noise_budget(model):
         ({"step_size": -1.0}, ValueError, "step size"),
         ({"step_size": "big"}, TypeError, "step_size"),
         ({"bandwidth_scale": 0.0}, ValueError, "bandwidth_scale"),
-        ({"gamma": -1.0}, ValueError, "gamma"),
-        ({"lam": np.inf}, ValueError, "lam"),
+        ({"wasserstein_weight": -1.0}, ValueError, "wasserstein_weight"),
+        ({"entropic_reg": np.inf}, ValueError, "entropic_reg"),
+        ({"gamma": 0.1, "wasserstein_weight": 0.1}, TypeError, "former name"),
         ({"init": "map"}, ValueError, "init must be"),
         ({"init": np.zeros((3, 3))}, ValueError, "shape"),
         ({"init": np.full((12, 3), np.nan)}, ValueError, "non-finite"),
@@ -143,6 +144,15 @@ def test_bad_arguments_are_refused(model, kwargs, error, match):
     kwargs = {"method": "svgd", **QUICK, **kwargs}
     with pytest.raises(error, match=match):
         pmm.sample_particles(model=model, **kwargs)
+
+
+@pytest.mark.parametrize(("old", "new"), [("gamma", "wasserstein_weight"), ("lam", "entropic_reg")])
+def test_former_names_still_work(model, old, new):
+    kwargs = {"method": "wsgld", **QUICK, "random_seed": 3}
+    with pytest.warns(FutureWarning, match=f"renamed '{new}'"):
+        former = pmm.sample_particles(model=model, **kwargs, **{old: 0.3})
+    current = pmm.sample_particles(model=model, **kwargs, **{new: 0.3})
+    np.testing.assert_array_equal(posterior(former)["beta"], posterior(current)["beta"])
 
 
 def test_discrete_variables_are_refused():
@@ -207,6 +217,7 @@ def test_a_run_stopped_far_from_the_posterior_warns(flat_priors, method):
     """30 steps from pm.sample's jitter start (hundreds of sds from the mode), with the
     default schedule shrinking the last moves: the particles are still being pushed."""
     model, _ = flat_priors
-    with pytest.warns(pmm.particles.ParticlesNotSettledWarning, match="had not settled"):
+    with pytest.warns(pmm.particles.ParticlesNotSettledWarning, match="had not settled") as caught:
         pmm.sample_particles(method, n_particles=50, n_steps=30, init="jitter",
                              random_seed=1, model=model, progressbar=False)  # fmt: skip
+    assert caught[0].filename == __file__  # the warning points at the caller's line

@@ -40,6 +40,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_minibatch as pmm
+from pymc_minibatch import registry
 from pymc_minibatch._compat import sample_stats
 from tests.mcse import mcse_mean, mcse_sd
 from tests.zoo import ZOO, reference, scalar_draws
@@ -48,21 +49,14 @@ from tests.zoo_tempered import tempered_reference
 #: Rows per batch for the samplers that need a batch size (5% of the zoo's 10^5 rows).
 BATCH_SIZE = 5000
 
-EXACT = {
-    "TunaMH": pmm.TunaMH,
-    "TFMH": pmm.TFMH,
-    "FlyMC": pmm.FlyMC,
-    "PoissonMH": pmm.PoissonMH,
-    "FullMH": pmm.FullMH,
-}
-TEMPERED = {"MINT": pmm.MINT, "CMINT": pmm.CMINT}
-STOCHASTIC_GRADIENT = {
-    "SGLD": pmm.SGLD,
-    "SGHMC": pmm.SGHMC,
-    "SGNHT": pmm.SGNHT,
-    "SGMGT": pmm.SGMGT,
-    "SGMGTD": pmm.SGMGTD,
-}
+
+def _family(family):
+    return {e.name: e.step_class for e in registry.SAMPLERS if e.family == family}
+
+
+EXACT = _family("exact")
+TEMPERED = _family("tempered")
+STOCHASTIC_GRADIENT = _family("sgmcmc")
 PARTICLES = {"SVGD": "svgd", "w-SGLD": "wsgld", "w-SGLD-B": "wsgld_blob", "pi-SGLD": "pisgld"}
 SAMPLERS = [*EXACT, *TEMPERED, *STOCHASTIC_GRADIENT, *PARTICLES]
 

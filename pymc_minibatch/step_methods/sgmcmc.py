@@ -6,12 +6,11 @@ gradient estimate, the preconditioner and the default step size, maps ``theta`` 
 kernel's ``z`` and back, and copies the kernel's statistics into ``sample_stats``.
 """
 
-import warnings
-
 import numpy as np
 from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.batches import checked_batch_size
 from pymc_minibatch.kernels.kinetics import make_kinetics
@@ -97,6 +96,7 @@ class SGMCMC(MinibatchStep):
     }
     _state_class = SGMCMCState
 
+    @renamed_arguments(thin="updates_per_draw")
     def __init__(
         self,
         vars=None,
@@ -112,12 +112,7 @@ class SGMCMC(MinibatchStep):
         model=None,
         blocked=True,
         rng=None,
-        thin=None,
     ):
-        if thin is not None:
-            warnings.warn("`thin` is renamed `updates_per_draw`; `thin` will be removed in the "
-                          "next release", FutureWarning, stacklevel=3)  # fmt: skip
-            updates_per_draw = thin
         super().__init__(vars, model=model, blocked=blocked, rng=rng)
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
@@ -289,7 +284,8 @@ _COMMON_PARAMETERS = """
         ``t = 0, 1, ...`` of the chain (tuning included). Default: the rule above.
     updates_per_draw : int, default 1
         Updates per recorded draw (each costs one gradient estimate); statistics describe
-        the last update, ``resampled`` any of them. ``thin`` is its deprecated name.
+        the last update, ``resampled`` any of them. Formerly ``thin``, still accepted with a
+        ``FutureWarning``.
     precondition : bool, optional
         Run in the preconditioned coordinates of the Laplace approximation, starting each
         chain from a draw of it, as described in :class:`SGMCMC`. Default: True when
@@ -348,19 +344,21 @@ class SGLD(SGMCMC):
 class SGHMC(SGMCMC):
     __doc__ = f"""Stochastic gradient Hamiltonian Monte Carlo (Chen, Fox & Guestrin 2014, ICML).
 
-    ``p <- p + h g(theta) - h friction p + sqrt(2 friction h) z``, ``theta <- theta + h p``
-    (the SGMGT kernel with Gaussian kinetics and no thermostat, ``B_hat = 0``).
+    ``p <- p + h g(theta) - h sigma_p p + sqrt(2 sigma_p h) z``, ``theta <- theta + h p``
+    (the SGMGT kernel with Gaussian kinetics and no thermostat, ``B_hat = 0``; Chen et
+    al.'s friction ``C`` is ``sigma_p``).
 
-    **Default step size**: ``h = min(0.2, 0.2 friction / (1 + r))`` with ``r`` the
+    **Default step size**: ``h = min(0.2, 0.2 sigma_p / (1 + r))`` with ``r`` the
     gradient noise (see :class:`SGMCMC`). The gradient noise adds about
-    ``h r / (2 friction)`` to the momentum's temperature (SGHMC does not correct it); the
+    ``h r / (2 sigma_p)`` to the momentum's temperature (SGHMC does not correct it); the
     rule keeps it near 10%. Without noise the semi-implicit Euler step biases little: on a
     unit Gaussian the stationary sd is within 3% of 1 at ``h = 0.2``
     (``tests/kernels/test_sg_chain.py``).
 
     Parameters
-    ----------{_COMMON_PARAMETERS}    friction : float, default 1.0
-        ``C = sigma_p``, friction and injected-noise coefficient.
+    ----------{_COMMON_PARAMETERS}    sigma_p : float, default 1.0
+        Momentum diffusion: the friction and injected-noise coefficient (Chen et al.'s
+        ``C``). Formerly ``friction``, still accepted with a ``FutureWarning``.
 
     Examples
     --------
@@ -369,16 +367,17 @@ class SGHMC(SGMCMC):
     >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
     ...     obs = pm.Normal("y", mu, 1.0, observed=y)
-    ...     step = pmm.SGHMC(batch_size=100, friction=1.0)
+    ...     step = pmm.SGHMC(batch_size=100, sigma_p=1.0)
     >>> idata = pm.sample(step=step, draws=5000, tune=1000, chains=2,
     ...                   model=model)  # doctest: +SKIP
     """
 
     name = "sghmc"
 
-    def __init__(self, vars=None, *, batch_size, friction=1.0, **kwargs):
-        friction = _positive_float("friction", friction)
-        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, friction, 0.0, 0.0)
+    @renamed_arguments(friction="sigma_p")
+    def __init__(self, vars=None, *, batch_size, sigma_p=1.0, **kwargs):
+        sigma_p = _positive_float("sigma_p", sigma_p)
+        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, sigma_p, 0.0, 0.0)
         super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
 
     def default_step_size(self, noise_ratio):
@@ -388,14 +387,15 @@ class SGHMC(SGMCMC):
 class SGNHT(SGMCMC):
     __doc__ = f"""Stochastic gradient Nosé–Hoover thermostat (Ding et al. 2014, NeurIPS).
 
-    ``p <- p + h g(theta) - h (A + xi) p + sqrt(2 A h) z``, ``theta <- theta + h p``,
-    ``xi <- xi + h (p^2 - 1)``, with one thermostat per coordinate (the SGMGT kernel with
-    Gaussian kinetics, ``sigma_theta = sigma_xi = 0``, ``gamma = 1``; the friction
-    ``A + xi`` is Ding et al.'s thermostat). The thermostat absorbs the unknown gradient
+    ``p <- p + h g(theta) - h (sigma_p + xi) p + sqrt(2 sigma_p h) z``,
+    ``theta <- theta + h p``, ``xi <- xi + h (p^2 - 1)``, with one thermostat per
+    coordinate (the SGMGT kernel with Gaussian kinetics, ``sigma_theta = sigma_xi = 0``,
+    ``gamma = 1``; the friction ``sigma_p + xi`` is Ding et al.'s thermostat, their ``A``
+    is ``sigma_p``). The thermostat absorbs the unknown gradient
     noise by holding ``E[p^2] = 1``.
 
     **Default step size**: ``h = min(0.1, 0.5 / (1 + r))`` with ``r`` the gradient noise
-    (see :class:`SGMCMC`). The thermostat settles near ``A + h r / 2`` and removes most
+    (see :class:`SGMCMC`). The thermostat settles near ``sigma_p + h r / 2`` and removes most
     of the gradient noise's heat, but not all of it at large ``h r``: on a unit Gaussian
     with ``r = 49`` the stationary variance of SGNHT, SGMGT (a = 1, 2) and SGMGT-D stays
     within 10% of 1 at ``h = 0.5 / (1 + r)`` and is off by 20–50% at ``h = 0.1``
@@ -404,8 +404,9 @@ class SGNHT(SGMCMC):
     (``tests/kernels/test_sg_chain.py``).
 
     Parameters
-    ----------{_COMMON_PARAMETERS}    diffusion : float, default 1.0
-        ``A = sigma_p``, the injected noise (and the thermostat's starting friction).
+    ----------{_COMMON_PARAMETERS}    sigma_p : float, default 1.0
+        Momentum diffusion: the injected noise (and the thermostat's starting friction;
+        Ding et al.'s ``A``). Formerly ``diffusion``, still accepted with a ``FutureWarning``.
 
     Examples
     --------
@@ -421,9 +422,10 @@ class SGNHT(SGMCMC):
 
     name = "sgnht"
 
-    def __init__(self, vars=None, *, batch_size, diffusion=1.0, **kwargs):
-        diffusion = _positive_float("diffusion", diffusion)
-        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, diffusion, 0.0, 1.0)
+    @renamed_arguments(diffusion="sigma_p")
+    def __init__(self, vars=None, *, batch_size, sigma_p=1.0, **kwargs):
+        sigma_p = _positive_float("sigma_p", sigma_p)
+        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, sigma_p, 0.0, 1.0)
         super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
 
     def default_step_size(self, noise_ratio):

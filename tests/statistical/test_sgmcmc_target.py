@@ -13,6 +13,7 @@ import pymc as pm
 import pytest
 
 import pymc_minibatch as pmm
+from pymc_minibatch import registry
 from pymc_minibatch._compat import posterior
 from tests.mcse import mcse_sd
 
@@ -120,7 +121,9 @@ def bernoulli_logit():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sampler", [pmm.SGLD, pmm.SGHMC, pmm.SGNHT, pmm.SGMGT, pmm.SGMGTD])
+@pytest.mark.parametrize(
+    "sampler", [e.step_class for e in registry.SAMPLERS if e.family == "sgmcmc"]
+)
 def test_defaults_match_nuts_with_only_a_batch_size(bernoulli_logit, sampler):
     """Means within 0.25 sd; sds within the documented bias (a variance about 10% off, so
     5% in sd) plus four Monte Carlo standard errors of the sd."""

@@ -9,33 +9,32 @@ import pytest
 from pymc.step_methods.state import equal_dataclass_values
 
 import pymc_minibatch as pmm
+from pymc_minibatch import registry
 from pymc_minibatch._compat import posterior
 
 RNG = np.random.default_rng(12)
 X = RNG.normal(size=(800, 2))
 Y = (RNG.random(800) < 1 / (1 + np.exp(-X @ np.array([0.7, -0.3])))).astype("int64")
+# Options a contract case adds to the registry's required arguments: shorter schedules, and
+# settings that exercise more of the transition (momentum resampling, several updates)
+CASE_OPTIONS = {
+    "CMINT": {"n_rounds": 2, "round_epochs": 1, "decay_every": 1},
+    "SGMGT": {"a": 2, "momentum_resample_every": 7},
+    "SGMGTD": {"updates_per_draw": 3},
+}
 SAMPLERS = [
-    pmm.FullMH,
-    pmm.TunaMH,
-    pmm.TFMH,
-    pmm.FlyMC,
-    pmm.PoissonMH,
-    functools.partial(pmm.MINT, batch_size=100),
-    functools.partial(pmm.MINT, batch_size=100, proposal="sgld"),
-    functools.partial(pmm.CMINT, batch_size=100, n_rounds=2, round_epochs=1, decay_every=1),
-    functools.partial(pmm.SGLD, batch_size=100),
-    functools.partial(pmm.SGHMC, batch_size=100),
-    functools.partial(pmm.SGNHT, batch_size=100),
-    functools.partial(pmm.SGMGT, batch_size=100, a=2, momentum_resample_every=7),
-    functools.partial(pmm.SGMGTD, batch_size=100, updates_per_draw=3),
-]
+    functools.partial(entry.step_class, **entry.required, **CASE_OPTIONS.get(entry.name, {}))
+    for entry in registry.SAMPLERS
+] + [functools.partial(pmm.MINT, batch_size=100, proposal="sgld")]
 
 
 def _name(sampler):
-    if isinstance(sampler, functools.partial):
-        options = ",".join(f"{k}={v}" for k, v in sampler.keywords.items())
-        return f"{sampler.func.__name__}({options})"
-    return sampler.__name__
+    options = ",".join(f"{k}={v}" for k, v in sampler.keywords.items())
+    return f"{sampler.func.__name__}({options})"
+
+
+def test_case_options_name_registered_samplers():
+    assert set(CASE_OPTIONS) <= set(registry.SAMPLER_NAMES)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +50,8 @@ def models():
 
 @pytest.fixture
 def model(models, sampler):
-    return models["box" if sampler is pmm.PoissonMH else "normal"]
+    entry = registry.BY_NAME[sampler.func.__name__]
+    return models["box" if entry.needs_bounded_support else "normal"]
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=_name)

@@ -5,13 +5,14 @@ import pymc as pm
 import pytest
 
 import pymc_minibatch as pmm
+from pymc_minibatch import registry
 from pymc_minibatch._compat import posterior, sample_stats
 
 RNG = np.random.default_rng(21)
 N_ROWS = 800
 X = RNG.normal(size=(N_ROWS, 2))
 Y = (RNG.random(N_ROWS) < 1 / (1 + np.exp(-X @ np.array([0.7, -0.3])))).astype("int64")
-PRESETS = [pmm.SGLD, pmm.SGHMC, pmm.SGNHT, pmm.SGMGT, pmm.SGMGTD]
+PRESETS = [e.step_class for e in registry.SAMPLERS if e.family == "sgmcmc"]
 
 
 @pytest.fixture(scope="module")
@@ -234,8 +235,9 @@ def test_a_point_outside_the_support_stops_the_chain():
         (lambda: pmm.SGLD(batch_size=10, control_variates="yes"), ValueError, "control_var"),
         (lambda: pmm.SGLD(batch_size=10, step_size=-0.1), ValueError, "positive"),
         (lambda: pmm.SGLD(batch_size=10, step_size="auto"), TypeError, "step_size"),
-        (lambda: pmm.SGHMC(batch_size=10, friction=0.0), ValueError, "friction"),
-        (lambda: pmm.SGNHT(batch_size=10, diffusion=-1.0), ValueError, "diffusion"),
+        (lambda: pmm.SGHMC(batch_size=10, sigma_p=0.0), ValueError, "sigma_p"),
+        (lambda: pmm.SGNHT(batch_size=10, sigma_p=-1.0), ValueError, "sigma_p"),
+        (lambda: pmm.SGHMC(batch_size=10, sigma_p=1.0, friction=1.0), TypeError, "former"),
         (lambda: pmm.SGMGT(batch_size=10, a=3), ValueError, "monomial parameter a"),
         (lambda: pmm.SGMGT(batch_size=10, c=0.0), ValueError, "softening c"),
         (lambda: pmm.SGMGT(batch_size=10, gamma=-1.0), ValueError, "gamma"),
@@ -278,3 +280,10 @@ def test_thin_is_a_deprecated_name_for_updates_per_draw(logistic):
     with logistic, pytest.warns(FutureWarning, match="updates_per_draw"):
         step = pmm.SGLD(batch_size=50, thin=3)
     assert step.updates_per_draw == 3
+
+
+@pytest.mark.parametrize(("sampler", "old"), [(pmm.SGHMC, "friction"), (pmm.SGNHT, "diffusion")])
+def test_former_names_of_sigma_p_still_work(logistic, sampler, old):
+    with logistic, pytest.warns(FutureWarning, match="renamed 'sigma_p'"):
+        step = sampler(batch_size=50, **{old: 0.7})
+    assert step.config.sigma_p == 0.7
