@@ -183,9 +183,9 @@ plt.show()
 # %% [markdown]
 # ## CMINT: a cheap ensemble of modes
 #
-# `pmm.CMINT` runs MINT with a cyclical step size: within each *round* the step size decays
+# `pmm.CMINT` runs MINT with a cyclical proposal scale: within each *round* the scale decays
 # every `decay_every` epochs (an epoch is `n / m` steps), so the chain settles into a mode,
-# and the last draw of the round is kept as a *snapshot*; then the step size is raised, which
+# and the last draw of the round is kept as a *snapshot*; then the scale is raised, which
 # helps the chain leave. `pmm.cmint_ensemble` returns the snapshots (one per round and
 # chain). Sample `draws=step.schedule_draws` to run the whole schedule.
 
@@ -208,9 +208,9 @@ print(f"{cmint.schedule_draws} draws per chain; snapshots per chain: {ensemble.s
 ensemble["mu"].to_dataframe().unstack("mu_dim_0")
 
 # %% [markdown]
-# Each snapshot is a draw of the tempered chain taken after the step size has decayed, so
+# Each snapshot is a draw of the tempered chain taken after the proposal scale has decayed, so
 # the snapshots lie within the modes of `p^(1/T)`. Look at which labelling each snapshot is
-# in: with a small step size at the end of each round a chain often keeps the same mode from
+# in: with a small proposal scale at the end of each round a chain often keeps the same mode from
 # one round to the next, so an ensemble that must cover both modes needs several chains (or
 # more rounds); the summary's `r_hat` flags chains that sit in different modes.
 

@@ -222,13 +222,13 @@ def flymc_step(
     state: AugmentedState,
     target: FlyMCTarget,
     resample_fraction: float,
-    step_size: float,
+    proposal_scale: float,
     chol=None,
 ) -> tuple[AugmentedState, FlyMCInfo]:
     """One FlyMC transition: update ``z`` given ``theta``, then ``theta`` given ``z``.
 
     Each dark row is proposed bright with probability ``resample_fraction``; the ``theta``
-    proposal is ``theta + step_size * chol @ N(0, I)``
+    proposal is ``theta + proposal_scale * chol @ N(0, I)``
     (:func:`~pymc_minibatch.kernels.random_walk.propose`). On a bound violation
     (``info.bound_violated``) the returned state keeps ``theta`` and carries whatever update
     of ``z`` was completed.
@@ -240,7 +240,7 @@ def flymc_step(
         return state, FlyMCInfo(0.0, False, False, rows_read, n_bright, True)
     bright_rows = np.flatnonzero(bright)
     batch_size = rows_read + bright_rows.size
-    proposal = propose(rng, position, step_size, chol)
+    proposal = propose(rng, position, proposal_scale, chol)
     log_ratio, nonfinite, violated = theta_log_ratio(target, position, proposal, bright_rows)
     if violated:
         info = FlyMCInfo(0.0, False, False, batch_size, bright_rows.size, True)

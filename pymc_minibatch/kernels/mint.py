@@ -189,27 +189,28 @@ def mint_step(
     state: MintState,
     target: MintTarget,
     config: MintConfig,
-    step_size: float,
+    proposal_scale: float,
     chol=None,
 ) -> tuple[MintState, MintInfo]:
     """One MINT transition from ``state``; returns the new state and the decision.
 
-    ``"rw"`` proposes ``theta + step_size * chol @ z``; ``"sgld"`` proposes with
-    :func:`sgld_proposal` (``h = step_size``, ``chol`` unused) and enters the reverse
-    density into the ratio. The proposal is evaluated on a fresh batch
-    (:func:`mint_evaluate`) and accepted by :func:`mint_decide`; a rejection keeps
-    ``state``, estimate included.
+    ``"rw"`` proposes ``theta + proposal_scale * chol @ z``; ``"sgld"`` proposes with
+    :func:`sgld_proposal` at ``h = proposal_scale^2`` (noise of sd ``proposal_scale``;
+    ``chol`` unused) and enters the reverse density into the ratio. The proposal is
+    evaluated on a fresh batch (:func:`mint_evaluate`) and accepted by :func:`mint_decide`;
+    a rejection keeps ``state``, estimate included.
     """
     theta = state.position
     if config.proposal == "rw":
-        candidate = mint_evaluate(rng, propose(rng, theta, step_size, chol), target, config)
+        candidate = mint_evaluate(rng, propose(rng, theta, proposal_scale, chol), target, config)
         log_q_ratio = 0.0
     else:
-        position = sgld_proposal(rng, theta, state.gradient, step_size)
+        h = proposal_scale**2
+        position = sgld_proposal(rng, theta, state.gradient, h)
         candidate = mint_evaluate(rng, position, target, config)
-        log_q_ratio = sgld_log_density(
-            theta, position, candidate.gradient, step_size
-        ) - sgld_log_density(position, theta, state.gradient, step_size)
+        log_q_ratio = sgld_log_density(theta, position, candidate.gradient, h) - sgld_log_density(
+            position, theta, state.gradient, h
+        )
     return mint_decide(rng, state, candidate, config.tempering.scale, log_q_ratio)
 
 

@@ -1,6 +1,6 @@
 """Gaussian random-walk Metropolis–Hastings on the full data (the exact reference).
 
-Metropolis et al. (1953); Hastings (1970). The proposal is ``theta + step_size * L z`` with
+Metropolis et al. (1953); Hastings (1970). The proposal is ``theta + scale * L z`` with
 ``z ~ N(0, I)`` and ``L`` a fixed Cholesky factor (identity by default); it is symmetric,
 so the acceptance ratio is the ratio of target densities.
 """
@@ -24,12 +24,12 @@ class RWInfo(NamedTuple):
     """The proposal's log-density was NaN or infinite; it was rejected."""
 
 
-def propose(rng: np.random.Generator, position, step_size: float, chol=None):
-    """A Gaussian random-walk proposal ``position + step_size * chol @ z``."""
+def propose(rng: np.random.Generator, position, scale: float, chol=None):
+    """A Gaussian random-walk proposal ``position + scale * chol @ z``."""
     noise = rng.standard_normal(position.shape)
     if chol is not None:
         noise = chol @ noise
-    return position + step_size * noise
+    return position + scale * noise
 
 
 def log_accept_to_prob(log_ratio: float) -> float:
@@ -43,11 +43,11 @@ def rw_step(
     rng: np.random.Generator,
     state: RWState,
     logdensity_fn: Callable[[np.ndarray], float],
-    step_size: float,
+    scale: float,
     chol=None,
 ) -> tuple[RWState, RWInfo]:
     """One random-walk MH step. A NaN/inf proposal log-density is rejected and flagged."""
-    proposal = propose(rng, state.position, step_size, chol)
+    proposal = propose(rng, state.position, scale, chol)
     proposal_logdensity = float(logdensity_fn(proposal))
     if not np.isfinite(proposal_logdensity):
         return state, RWInfo(accept=0.0, accepted=False, nonfinite=True)

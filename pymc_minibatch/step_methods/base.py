@@ -14,6 +14,7 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._compat import ChainSetupMixin
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.kernels.adaptation import (
     DualAveragingState,
     dual_averaging_final,
@@ -61,25 +62,25 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
 
 @dataclass_state
 class MetropolisStepState(MinibatchStepState):
-    step_size: float
+    proposal_scale: float
     adaptation: DualAveragingState
     started: bool
 
 
 class MetropolisStep(MinibatchStep):
-    """A minibatch step with a Gaussian random-walk proposal and a tuned step size.
+    """A minibatch step with a Gaussian random-walk proposal and a tuned proposal scale.
 
-    The proposal is ``theta + step_size * L z`` with ``L`` a square root of the proposal
+    The proposal is ``theta + proposal_scale * L z`` with ``L`` a square root of the proposal
     covariance. By default (``proposal_cov="laplace"``) that is the covariance of the
     Laplace approximation of the posterior, fitted on the full data at construction (see
-    :meth:`~pymc_minibatch.MinibatchModel.laplace`), the initial step size is
+    :meth:`~pymc_minibatch.MinibatchModel.laplace`), the initial proposal scale is
     ``2.38 / sqrt(ndim)`` (Roberts, Gelman & Gilks 1997), and each chain starts from a draw
     of the Laplace approximation: PyMC's initial point lies thousands of posterior sds
     from the posterior on tall data, and a random walk with one scale for every parameter
     mixes slowly when their posterior sds differ by orders of magnitude (a hierarchical
     scale against a slope). With an array the chain starts at PyMC's point and the initial
-    step size is ``2.38 / sqrt(ndim * N)``; ``None`` is the identity. While tuning, the
-    step size follows dual averaging toward ``target_accept`` (Hoffman & Gelman 2014,
+    proposal scale is ``2.38 / sqrt(ndim * N)``; ``None`` is the identity. While tuning, the
+    proposal scale follows dual averaging toward ``target_accept`` (Hoffman & Gelman 2014,
     Algorithm 5); when tuning stops it is frozen at the averaged value.
     """
 
@@ -87,16 +88,17 @@ class MetropolisStep(MinibatchStep):
         **MinibatchStep.stats_dtypes_shapes,
         "accept": (np.float64, []),
         "accepted": (bool, []),
-        "step_size": (np.float64, []),
+        "proposal_scale": (np.float64, []),
         "nonfinite": (bool, []),
     }
     _state_class = MetropolisStepState
 
+    @renamed_arguments(step_size="proposal_scale")
     def __init__(
         self,
         vars=None,
         *,
-        step_size=None,
+        proposal_scale=None,
         proposal_cov="laplace",
         target_accept=0.25,
         model=None,
@@ -115,17 +117,23 @@ class MetropolisStep(MinibatchStep):
                                  f"{proposal_cov!r}")  # fmt: skip
             self.laplace = self.minibatch_model.laplace(rng=self.rng)
             self.proposal_chol = _laplace_cholesky(self.laplace)
-            default_step = 2.38 / np.sqrt(ndim)
+            default_scale = 2.38 / np.sqrt(ndim)
         else:
             self.proposal_chol = _proposal_cholesky(proposal_cov, ndim)
             # Posterior sds of tall-data models shrink like 1/sqrt(N); adaptation refines it
-            default_step = 2.38 / np.sqrt(ndim * n_data)
-        self.initial_step_size = default_step if step_size is None else float(step_size)
+            default_scale = 2.38 / np.sqrt(ndim * n_data)
+        if proposal_scale is not None and not (np.isfinite(proposal_scale) and proposal_scale > 0):
+            raise ValueError(
+                f"proposal_scale must be a positive finite number, got {proposal_scale}"
+            )
+        self.initial_proposal_scale = (
+            default_scale if proposal_scale is None else float(proposal_scale)
+        )
         self.reset_tuning()
 
     def reset_tuning(self):
-        self.step_size = self.initial_step_size
-        self.adaptation = dual_averaging_init(self.initial_step_size)
+        self.proposal_scale = self.initial_proposal_scale
+        self.adaptation = dual_averaging_init(self.initial_proposal_scale)
         self.started = False
 
     def chain_start(self, q0):
@@ -144,7 +152,7 @@ class MetropolisStep(MinibatchStep):
 
     def stop_tuning(self):
         if self.tune and self.adaptation.count > 0:
-            self.step_size = dual_averaging_final(self.adaptation)
+            self.proposal_scale = dual_averaging_final(self.adaptation)
         super().stop_tuning()
 
     def metropolis_stats(self, info):
@@ -153,17 +161,17 @@ class MetropolisStep(MinibatchStep):
             "tune": self.tune,
             "accept": info.accept,
             "accepted": info.accepted,
-            "step_size": self.step_size,
+            "proposal_scale": self.proposal_scale,
             "nonfinite": info.nonfinite,
         }
 
-    def adapt_step_size(self, accept_prob):
-        """Move the step size toward ``target_accept`` (only while tuning)."""
+    def adapt_proposal_scale(self, accept_prob):
+        """Move the proposal scale toward ``target_accept`` (only while tuning)."""
         if self.tune:
             self.adaptation = dual_averaging_update(
                 self.adaptation, accept_prob, self.target_accept
             )
-            self.step_size = float(np.exp(self.adaptation.log_step_size))
+            self.proposal_scale = float(np.exp(self.adaptation.log_step_size))
 
 
 def _laplace_cholesky(fit):

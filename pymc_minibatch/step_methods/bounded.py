@@ -183,7 +183,7 @@ class BoundedMinibatchStep(MetropolisStep):
             theta = proposal
             self._last_logprior = (proposal, logprior_proposal)
         if self.proposal == "rw":
-            self.adapt_step_size(info.accept)
+            self.adapt_proposal_scale(info.accept)
         return RaveledVars(theta, q0.point_map_info), [stats]
 
     def _propose(self, theta):
@@ -191,7 +191,7 @@ class BoundedMinibatchStep(MetropolisStep):
         ``log q(theta | theta') - log q(theta' | theta)``, zero for the random walk; for pCN,
         reversible for ``pi_hat = N(center, L L')``, ``log pi_hat(theta) - log pi_hat(theta')``."""
         if self.proposal == "rw":
-            return propose(self.rng, theta, self.step_size, self.proposal_chol), 0.0
+            return propose(self.rng, theta, self.proposal_scale, self.proposal_chol), 0.0
         expansion = self.residuals.expansion
         proposal = pcn_propose(self.rng, theta, expansion.center, self.proposal_chol, self.rho)
         z, z2 = expansion.whitened(theta), expansion.whitened(proposal)
@@ -213,7 +213,7 @@ class BoundedMinibatchStep(MetropolisStep):
             self.rho = rho
             self.proposal_changed()
         # the pCN innovation's scale, in Laplace sds: the analogue of a random walk's step
-        self.step_size = float(np.sqrt(1.0 - rho * rho))
+        self.proposal_scale = float(np.sqrt(1.0 - rho * rho))
 
     def proposal_changed(self):
         """Called when the pCN correlation changes while tuning (subclasses re-tune)."""

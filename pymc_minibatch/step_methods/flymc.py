@@ -5,6 +5,7 @@ from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 from pytensor.tensor.random.basic import BernoulliRV, LaplaceRV
 
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.flymc import (
     AugmentedState,
@@ -47,7 +48,7 @@ class FlyMC(MetropolisStep):
         row (the reference code's logistic setting is 1.5).
     resample_fraction : float, default 0.1
         Probability ``q`` with which each dark row is proposed to turn bright per step.
-    step_size, proposal_cov, target_accept, model
+    proposal_scale, proposal_cov, target_accept, model
         As for :class:`~pymc_minibatch.FullMH`.
 
     Examples
@@ -70,13 +71,14 @@ class FlyMC(MetropolisStep):
     }
     _state_class = FlyMCState
 
+    @renamed_arguments(step_size="proposal_scale")
     def __init__(
         self,
         vars=None,
         *,
         xi="map",
         resample_fraction=0.1,
-        step_size=None,
+        proposal_scale=None,
         proposal_cov="laplace",
         target_accept=0.25,
         model=None,
@@ -90,7 +92,7 @@ class FlyMC(MetropolisStep):
         self.resample_fraction = float(resample_fraction)
         super().__init__(
             vars,
-            step_size=step_size,
+            proposal_scale=proposal_scale,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
             model=model,
@@ -139,7 +141,7 @@ class FlyMC(MetropolisStep):
             AugmentedState(q0.data, self.bright),
             target,
             self.resample_fraction,
-            self.step_size,
+            self.proposal_scale,
             self.proposal_chol,
         )
         self.bright = state.bright
@@ -150,7 +152,7 @@ class FlyMC(MetropolisStep):
             "batch_size": info.batch_size,
             "n_bright": info.n_bright,
         }
-        self.adapt_step_size(info.accept)
+        self.adapt_proposal_scale(info.accept)
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
     def _log_bounds(self, theta, rows):

@@ -19,16 +19,17 @@ class FullMH(MetropolisStep):
     ----------
     vars : list of variables, optional
         Continuous free variables to sample (default: all continuous ones).
-    step_size : float, optional
+    proposal_scale : float, optional
         Initial random-walk scale; default ``2.38 / sqrt(ndim)`` with the Laplace proposal
-        (``2.38 / sqrt(ndim * N)`` otherwise), then tuned.
+        (``2.38 / sqrt(ndim * N)`` otherwise), then tuned. Formerly ``step_size``, still
+        accepted with a ``FutureWarning``.
     proposal_cov : "laplace", None or array, default "laplace"
         Proposal covariance (or its diagonal) in the transformed space. ``"laplace"``: the
         covariance of the posterior's Laplace approximation (fitted on the full data at
         construction), with each chain starting from a draw of it; ``None``: identity. See
         :class:`~pymc_minibatch.step_methods.base.MetropolisStep`.
     target_accept : float, default 0.25
-        Acceptance rate the step size is tuned toward.
+        Acceptance rate the proposal scale is tuned toward.
     model : pymc.Model, optional
 
     Examples
@@ -51,11 +52,15 @@ class FullMH(MetropolisStep):
         q0 = self.chain_start(q0)
         model = self.minibatch_model
         state, info = rw_step(
-            self.rng, self._current_state(q0.data), model.logp, self.step_size, self.proposal_chol
+            self.rng,
+            self._current_state(q0.data),
+            model.logp,
+            self.proposal_scale,
+            self.proposal_chol,
         )
         self._last_state = state
         stats = {**self.metropolis_stats(info), "batch_size": model.n_data}
-        self.adapt_step_size(info.accept)
+        self.adapt_proposal_scale(info.accept)
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
     def _current_state(self, theta):

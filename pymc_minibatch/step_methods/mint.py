@@ -4,6 +4,7 @@ import numpy as np
 from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.kernels.mint import (
     CyclicSchedule,
     MintConfig,
@@ -18,6 +19,13 @@ from pymc_minibatch.kernels.mint import (
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 
 PROPOSALS = ("rw", "sgld")
+
+
+def _former_step_size(step_size, kwargs):
+    """``step_size`` was the Langevin step ``h = s^2`` with ``proposal="sgld"``."""
+    if kwargs.get("proposal") == "sgld" and np.isfinite(step_size) and step_size > 0:
+        return float(np.sqrt(step_size))
+    return step_size
 
 
 @dataclass_state
@@ -64,14 +72,15 @@ class MINT(MetropolisStep):
     alpha : float, default 0.99
         ``lambda = alpha tau``, in (0, 1).
     proposal : {"rw", "sgld"}, default "rw"
-        Gaussian random walk, or a Langevin step ``theta + (h/2) g + sqrt(h) xi`` on the
-        minibatch gradient ``g`` of the tempered target (its reverse density enters the
-        ratio; the gradient at each point uses that point's batch).
-    step_size : float, optional
-        Random-walk scale (``"rw"``) or Langevin step ``h`` (``"sgld"``). Default:
-        ``2.38 / sqrt(ndim)`` with the Laplace proposal, else the random-walk scale
-        ``2.38 sqrt(T / (ndim n))`` (its square for ``"sgld"``); tuned by dual averaging
-        toward ``target_accept`` during tuning and frozen afterwards.
+        Gaussian random walk ``theta + s L xi``, or a Langevin step
+        ``theta + (s^2/2) g + s xi`` on the minibatch gradient ``g`` of the tempered target
+        (the Langevin time step is ``h = s^2``; its reverse density enters the ratio; the
+        gradient at each point uses that point's batch).
+    proposal_scale : float, optional
+        The scale ``s`` of the proposal's noise. Default: ``2.38 / sqrt(ndim)`` with the
+        Laplace proposal, else ``2.38 sqrt(T / (ndim n))``; tuned by dual averaging toward
+        ``target_accept`` during tuning and frozen afterwards. Formerly ``step_size``, which
+        for ``"sgld"`` was ``h = s^2``; still accepted (converted) with a ``FutureWarning``.
     proposal_cov : "laplace", None or array, default "laplace"
         Random-walk proposal covariance (``"rw"`` only). ``"laplace"``: ``T`` times the
         covariance of the posterior's Laplace approximation (the tempered posterior is
@@ -118,6 +127,7 @@ class MINT(MetropolisStep):
     }
     _state_class = MINTState
 
+    @renamed_arguments(step_size=("proposal_scale", _former_step_size))
     def __init__(
         self,
         vars=None,
@@ -125,7 +135,7 @@ class MINT(MetropolisStep):
         batch_size,
         alpha=0.99,
         proposal="rw",
-        step_size=None,
+        proposal_scale=None,
         proposal_cov="laplace",
         target_accept=0.3,
         temper_prior=True,
@@ -147,7 +157,7 @@ class MINT(MetropolisStep):
         self._alpha = float(alpha)
         super().__init__(
             vars,
-            step_size=1.0,  # replaced below, once the temperature is known
+            proposal_scale=proposal_scale,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
             model=model,
@@ -161,15 +171,10 @@ class MINT(MetropolisStep):
         )
         if self.laplace is not None:  # the tempered posterior is sqrt(T) times wider
             self.proposal_chol = self.proposal_chol * np.sqrt(self.temperature)
-        if step_size is None and self.laplace is not None:
-            step_size = 2.38 / np.sqrt(mm.ndim)
-        elif step_size is None:
-            scale = 2.38 * np.sqrt(self.temperature / (mm.ndim * mm.n_data))
-            step_size = scale**2 if proposal == "sgld" else scale
-        elif not (np.isfinite(step_size) and step_size > 0):
-            raise ValueError(f"step_size must be a positive finite number, got {step_size}")
-        self.initial_step_size = float(step_size)
-        self.reset_tuning()
+        if proposal_scale is None and self.laplace is None:
+            # the tempered posterior is sqrt(T) times wider than the base default assumes
+            self.initial_proposal_scale = 2.38 * np.sqrt(self.temperature / (mm.ndim * mm.n_data))
+            self.reset_tuning()
 
     @property
     def temperature(self):
@@ -213,7 +218,7 @@ class MINT(MetropolisStep):
             self._current_state(q0.data),
             self._target(),
             self.config,
-            self.step_size,
+            self.proposal_scale,
             self.proposal_chol,
         )
         self.cached = new_state
@@ -222,7 +227,7 @@ class MINT(MetropolisStep):
             "batch_size": self.batch_size,
             "temperature": self.temperature,
         }
-        self.adapt_step_size(info.accept)
+        self.adapt_proposal_scale(info.accept)
         return RaveledVars(new_state.position, q0.point_map_info), [stats]
 
     def _current_state(self, theta):
@@ -259,15 +264,16 @@ class CMINTState(MINTState):
 
 
 class CMINT(MINT):
-    """Cyclic MINT: a step-size schedule with snapshots, for cheap ensembles (Li & Wong 2017).
+    """Cyclic MINT: a cyclic proposal scale with snapshots, for ensembles (Li & Wong 2017).
 
-    After tuning (the initial step size is tuned as in :class:`MINT`, unless ``tune=0``),
-    the draws follow rounds of ``round_epochs`` epochs, an epoch being
-    ``ceil(n / batch_size)`` steps: every ``decay_every`` epochs the step size is multiplied
-    by ``decay``; at the end of each round the current draw is marked as a snapshot
-    (statistic ``snapshot``) and the step size is multiplied by ``raise_factor``, which
-    helps the chain leave the mode it settled in. After ``n_rounds`` rounds the step size
-    stays fixed and no more snapshots are taken (see
+    After tuning (the initial ``proposal_scale`` is tuned as in :class:`MINT`, unless
+    ``tune=0``), the draws follow rounds of ``round_epochs`` epochs, an epoch being
+    ``ceil(n / batch_size)`` steps: every ``decay_every`` epochs the proposal scale is
+    multiplied by ``decay``; at the end of each round the current draw is marked as a
+    snapshot (statistic ``snapshot``) and the proposal scale is multiplied by
+    ``raise_factor``, which helps the chain leave the mode it settled in (the paper's step
+    size schedule). After ``n_rounds`` rounds the proposal scale stays fixed and no more
+    snapshots are taken (see
     :func:`pymc_minibatch.kernels.mint.cyclic_step_sizes`). Sample ``draws=step.schedule_draws``
     to run exactly the whole schedule; :func:`pymc_minibatch.cmint_ensemble` then returns the
     ``n_rounds`` snapshots of every chain, and :func:`pymc_minibatch.cmint_average` averages
@@ -279,7 +285,9 @@ class CMINT(MINT):
 
     Parameters
     ----------
-    vars, batch_size, alpha, proposal, step_size, proposal_cov, target_accept, temper_prior, model
+    vars, batch_size, alpha, proposal, proposal_scale, proposal_cov, target_accept
+        As for :class:`MINT`.
+    temper_prior, model
         As for :class:`MINT`.
     n_rounds : int, default 10
         ``K``, the number of rounds (and of snapshots per chain).
@@ -354,14 +362,10 @@ class CMINT(MINT):
 
     def stop_tuning(self):
         super().stop_tuning()
-        self.schedule = self._cyclic_schedule(self.step_size)
-
-    def epoch_step_sizes(self, initial):
-        """Step size of each epoch of the schedule from ``initial``, plus the one after it."""
-        return self._cyclic_schedule(initial).step_sizes
+        self.schedule = self._cyclic_schedule(self.proposal_scale)
 
     def _cyclic_schedule(self, initial):
-        """The kernel's schedule (step sizes and snapshot epochs), one epoch past its end."""
+        """The kernel's schedule (scales and snapshot epochs), one epoch past its end."""
         return cyclic_step_sizes(
             initial,
             self.n_rounds * self.round_epochs + 1,
@@ -377,9 +381,9 @@ class CMINT(MINT):
             point, [stats] = super().astep(q0)
             return point, [{**stats, "snapshot": False, "epoch": 0}]
         if self.schedule is None:  # sampling without a tuning phase
-            self.schedule = self._cyclic_schedule(self.step_size)
+            self.schedule = self._cyclic_schedule(self.proposal_scale)
         draw = cyclic_draw(self.schedule, self.steps_per_epoch, self.draws_taken)
-        self.step_size = draw.step_size
+        self.proposal_scale = draw.step_size
         point, [stats] = super().astep(q0)
         self.draws_taken += 1
         return point, [{**stats, "snapshot": draw.snapshot, "epoch": draw.epoch}]

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 from pymc.blocking import RaveledVars
 
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.bounds import GlobalBounds
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.poisson_mh import GlobalRowBounds, poisson_mh_step
@@ -41,7 +42,7 @@ class PoissonMH(MetropolisStep):
         ``lambda > 0``; larger values give acceptance closer to full-data MH at the cost of
         larger batches. Default ``min(L^2, N / 2)``: Zhang & De Sa (2019) show that
         ``lambda`` of order ``L^2`` keeps the spectral gap within a constant factor of MH's.
-    step_size, proposal_cov, target_accept, model
+    proposal_scale, proposal_cov, target_accept, model
         As for :class:`~pymc_minibatch.FullMH`.
     fallback : bool, default True
         Take full-data MH steps when ``lambda + L >= N`` (then no step saves any work; a
@@ -78,13 +79,14 @@ class PoissonMH(MetropolisStep):
         "fallback": (bool, []),
     }
 
+    @renamed_arguments(step_size="proposal_scale")
     def __init__(
         self,
         vars=None,
         *,
         bounds="auto",
         lam=None,
-        step_size=None,
+        proposal_scale=None,
         proposal_cov="laplace",
         target_accept=0.25,
         fallback=True,
@@ -96,7 +98,7 @@ class PoissonMH(MetropolisStep):
             raise ValueError(f"lam must be a positive finite number or None, got {lam}")
         super().__init__(
             vars,
-            step_size=step_size,
+            proposal_scale=proposal_scale,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
             model=model,
@@ -115,14 +117,14 @@ class PoissonMH(MetropolisStep):
                 "too loose for this model (a narrower support helps; TunaMH needs no global "
                 "bound)",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,  # past the renamed_arguments wrapper: the caller's line
             )
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
         model = self.minibatch_model
         theta = q0.data
-        proposal = propose(self.rng, theta, self.step_size, self.proposal_chol)
+        proposal = propose(self.rng, theta, self.proposal_scale, self.proposal_chol)
         logprior_current = model.logprior(theta)
         logprior_proposal = model.logprior(proposal)
         bounds = self.bounds
@@ -155,7 +157,7 @@ class PoissonMH(MetropolisStep):
             "expected_batch_size": info.expected_batch_size,
             "fallback": info.fallback,
         }
-        self.adapt_step_size(info.accept)
+        self.adapt_proposal_scale(info.accept)
         return RaveledVars(proposal if info.accepted else theta, q0.point_map_info), [stats]
 
 

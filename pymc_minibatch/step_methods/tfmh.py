@@ -29,7 +29,7 @@ class TFMH(BoundedMinibatchStep):
     proposal, rho, trust_region
         As for :class:`~pymc_minibatch.TunaMH` (pCN with order 2 by default; a step with a
         point outside the trust region is a full-data step).
-    step_size, proposal_cov, target_accept, model
+    proposal_scale, proposal_cov, target_accept, model
         As for :class:`~pymc_minibatch.FullMH`.
 
     Examples

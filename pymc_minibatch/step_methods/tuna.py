@@ -3,6 +3,7 @@
 import numpy as np
 from pymc.step_methods.state import dataclass_state
 
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.kernels.tuna import tuna_step
 from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep, BoundedStepState
 
@@ -64,7 +65,7 @@ class TunaMH(BoundedMinibatchStep):
         subtracted from each row (0: none). ``"auto"`` takes the highest the model allows
         (above). User bounds carry their own ``center`` (order 1).
     proposal : {"auto", "rw", "pcn"}, default "auto"
-        ``"rw"``: Gaussian random walk with the Laplace covariance and a tuned step size;
+        ``"rw"``: Gaussian random walk with the Laplace covariance and a tuned scale;
         ``"pcn"``: ``theta' = mode + rho (theta - mode) + sqrt(1 - rho^2) L xi``, reversible for
         the Laplace approximation ``N(mode, L L')``; needs ``control_variates=2``. ``"auto"``:
         pCN with order 2, else the random walk.
@@ -78,13 +79,14 @@ class TunaMH(BoundedMinibatchStep):
     chi : float, optional
         TunaMH's ``chi > 0``: larger values give acceptance closer to full-data MH at the
         cost of larger batches (expected batch ``lambda = chi C^2 M^2 + C M``). ``None``
-        tunes it with the step size: ``chi = kappa / (C Mbar)`` with ``kappa = 5`` and
+        tunes it with the proposal scale: ``chi = kappa / (C Mbar)`` with ``kappa = 5`` and
         ``Mbar`` a running mean of ``M`` over the tuning steps, lowered if needed so that the
         expected batch ``(1 + kappa) C Mbar`` stays below N / 10. Frozen after tuning.
-    step_size : float, optional
+    proposal_scale : float, optional
         Initial random-walk scale; default ``2.38 / sqrt(ndim)`` with the Laplace proposal
-        (``2.38 / sqrt(ndim * N)`` otherwise), then tuned. With pCN the ``step_size``
-        statistic is ``sqrt(1 - rho^2)``.
+        (``2.38 / sqrt(ndim * N)`` otherwise), then tuned. With pCN the ``proposal_scale``
+        statistic is the noise scale ``sqrt(1 - rho^2)``. Formerly ``step_size``, still
+        accepted with a ``FutureWarning``.
     proposal_cov : "laplace", None or array, default "laplace"
         Proposal covariance (or its diagonal) in the transformed space. ``"laplace"``: the
         covariance of the posterior's Laplace approximation (fitted on the full data at
@@ -139,6 +141,7 @@ class TunaMH(BoundedMinibatchStep):
     }
     _state_class = TunaMHState
 
+    @renamed_arguments(step_size="proposal_scale")
     def __init__(
         self,
         vars=None,
@@ -149,7 +152,7 @@ class TunaMH(BoundedMinibatchStep):
         rho=None,
         trust_region=None,
         chi=None,
-        step_size=None,
+        proposal_scale=None,
         proposal_cov="laplace",
         target_accept=0.25,
         fallback=True,
@@ -168,7 +171,7 @@ class TunaMH(BoundedMinibatchStep):
             proposal=proposal,
             rho=rho,
             trust_region=trust_region,
-            step_size=step_size,
+            proposal_scale=proposal_scale,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
             model=model,

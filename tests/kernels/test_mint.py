@@ -165,19 +165,20 @@ def test_with_the_full_batch_at_temperature_one_a_random_walk_step_is_plain_mh()
 
 def test_with_the_full_batch_at_temperature_one_an_sgld_step_is_mala():
     config = MintConfig(UNTEMPERED, N_ROWS, N_ROWS, "sgld", temper_prior=False)
-    step_size, accepts = 0.01, []
+    scale, accepts = 0.1, []
+    h = scale**2  # the Langevin time step of a proposal with noise sd ``scale``
     for seed in range(30):
         proposals = []
         rng = np.random.default_rng(seed)
         target = _recording_target(proposals)
         state = mint_evaluate(rng, np.array([0.4, -0.8]), target, config)
         np.testing.assert_allclose(state.gradient, _full_gradient(state.position))
-        _, info = mint_step(rng, state, target, config, step_size)
+        _, info = mint_step(rng, state, target, config, scale)
         start, proposal = state.position, proposals[-1]
 
         def log_q(to, frm):
-            diff = to - frm - 0.5 * step_size * _full_gradient(frm)
-            return -(diff @ diff) / (2 * step_size)
+            diff = to - frm - 0.5 * h * _full_gradient(frm)
+            return -(diff @ diff) / (2 * h)
 
         log_ratio = (
             _log_posterior(proposal) - _log_posterior(start)

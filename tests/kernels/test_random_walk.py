@@ -7,7 +7,7 @@ from scipy import stats
 from pymc_minibatch.kernels.random_walk import RWState, log_accept_to_prob, propose, rw_step
 
 
-def test_proposal_uses_step_size_and_cholesky():
+def test_proposal_uses_scale_and_cholesky():
     chol = np.array([[2.0, 0.0], [1.0, 1.0]])
     position = np.array([1.0, -1.0])
     z = np.random.default_rng(4).standard_normal(2)

@@ -155,7 +155,7 @@ def test_too_small_user_bound_raises_violation():
         beta = pm.Normal("beta", 0, 1, shape=3)
         pm.Bernoulli("y", logit_p=X @ beta, observed=Y_BINARY)
         too_small = pmm.bounds.Bounds(0.1 * np.linalg.norm(X, axis=1), metric_vars=["beta"])
-        step = pmm.TunaMH(bounds=too_small, step_size=0.5, rng=1)
+        step = pmm.TunaMH(bounds=too_small, proposal_scale=0.5, rng=1)
         point = {"beta": np.zeros(3)}
         with pytest.raises(pmm.BoundViolationError, match="bounds are too small"):
             for _ in range(50):

@@ -10,7 +10,7 @@ from tests.mcse import mcse_mean, mcse_sd
 
 TUNA_STATS = {
     "accept", "accepted", "batch_size", "kept", "expected_batch_size", "fallback",
-    "step_size", "chi",
+    "proposal_scale", "chi",
 }  # fmt: skip
 
 

@@ -45,7 +45,9 @@ def test_result_type_stats_and_seed_reproducibility_across_cores(regression_mode
             posterior(sequential)[name].values, posterior(parallel)[name].values
         )
     stats = sample_stats(sequential)
-    assert {"accept", "accepted", "step_size", "nonfinite", "batch_size"} <= set(stats.data_vars)
+    assert {"accept", "accepted", "proposal_scale", "nonfinite", "batch_size"} <= set(
+        stats.data_vars
+    )
     assert stats["accept"].shape == (2, 300)
     assert np.all(stats["batch_size"].values == 300)
     # two chains from the same start with different seeds must not coincide
@@ -66,15 +68,15 @@ def test_step_emits_tune_and_pymc_splits_warmup_by_it(regression_model):
     assert idata["warmup_sample_stats"]["accept"].shape == (2, 300)
 
 
-def test_step_size_is_tuned_toward_target_and_reset_for_each_chain(regression_model):
+def test_proposal_scale_is_tuned_toward_target_and_reset_for_each_chain(regression_model):
     idata = _sample(regression_model, cores=1, discard_tuned_samples=False)
     warmup = idata["warmup_sample_stats"]
     with regression_model:
-        initial = pmm.FullMH().initial_step_size
+        initial = pmm.FullMH().initial_proposal_scale
     # every chain starts tuning from the untuned value: nothing leaks from chain 0 to 1
-    np.testing.assert_allclose(warmup["step_size"].values[:, 0], initial)
+    np.testing.assert_allclose(warmup["proposal_scale"].values[:, 0], initial)
     stats = sample_stats(idata)
-    frozen = stats["step_size"].values
+    frozen = stats["proposal_scale"].values
     assert np.all(frozen == frozen[:, :1])  # frozen after tuning
     assert np.all(np.abs(np.log(frozen[:, 0] / initial)) > 0.1)  # it did move
     # acceptance after tuning near the 0.25 target (600 draws, sd of the mean ~0.03)
@@ -86,7 +88,7 @@ def test_nonfinite_proposals_are_rejected_and_counted():
         mu = pm.Normal("mu", 0, 1)
         pm.Potential("wall", pt.switch(mu > 0, -np.inf, 0.0))  # log-density -inf for mu > 0
         pm.Normal("y", mu, 1, observed=np.array([-0.5, -0.2, -0.1]))
-        step = pmm.FullMH(step_size=1.0, rng=1)
+        step = pmm.FullMH(proposal_scale=1.0, rng=1)
         step.tune = False
         point = {"mu": np.array(-0.1)}
         nonfinite = []
@@ -124,5 +126,5 @@ def test_bad_hyperparameters_raise(regression_model):
             pmm.FullMH(target_accept=1.5)
         with pytest.raises(ValueError, match="proposal_cov"):
             pmm.FullMH(proposal_cov=np.eye(2))
-        with pytest.raises(ValueError, match="step_size"):
-            pmm.FullMH(step_size=-1.0)
+        with pytest.raises(ValueError, match="proposal_scale"):
+            pmm.FullMH(proposal_scale=-1.0)

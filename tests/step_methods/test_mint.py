@@ -40,7 +40,7 @@ def _record_loglik(step):
 
 def test_stored_estimate_is_reused_after_rejection_and_replaced_on_acceptance(normal_model):
     with normal_model:
-        step = pmm.MINT(batch_size=100, step_size=0.3, rng=0)
+        step = pmm.MINT(batch_size=100, proposal_scale=0.3, rng=0)
     step.tune = False
     calls = _record_loglik(step)
     point, _ = step.step(normal_model.initial_point())
@@ -62,7 +62,7 @@ def test_stored_estimate_is_reused_after_rejection_and_replaced_on_acceptance(no
 
 def test_estimate_is_recomputed_when_another_step_moved_other_variables(normal_model):
     with normal_model:
-        step = pmm.MINT([normal_model["mu"]], batch_size=100, step_size=0.01, rng=1)
+        step = pmm.MINT([normal_model["mu"]], batch_size=100, proposal_scale=0.01, rng=1)
     step.tune = False
     calls = _record_loglik(step)
     point = normal_model.initial_point()
@@ -88,9 +88,14 @@ def test_stats_temperature_and_attrs(normal_model):
     assert step.tempering_exponent == pytest.approx(0.9 * tau)
     assert step.temperature == pytest.approx(2000 ** (1 - 0.9 * tau))
     stats = sample_stats(idata)
-    assert {"accept", "accepted", "step_size", "nonfinite", "batch_size", "temperature"} <= set(
-        stats.data_vars
-    )
+    assert {
+        "accept",
+        "accepted",
+        "proposal_scale",
+        "nonfinite",
+        "batch_size",
+        "temperature",
+    } <= set(stats.data_vars)
     np.testing.assert_allclose(stats["temperature"].values, step.temperature)
     assert np.all(stats["batch_size"].values == 200)
     step.annotate(idata)
@@ -107,7 +112,8 @@ def test_nonfinite_proposals_are_rejected_and_counted(proposal):
         pm.Normal("y", mu, 1.0, observed=Y)
         # the initial point is behind the wall: no mode search for the random walk
         extra = {"proposal_cov": None} if proposal == "rw" else {}
-        step = pmm.MINT(batch_size=100, proposal=proposal, step_size=0.05, rng=4, **extra)
+        scale = 0.05 if proposal == "rw" else np.sqrt(0.05)  # Langevin time step h = 0.05
+        step = pmm.MINT(batch_size=100, proposal=proposal, proposal_scale=scale, rng=4, **extra)
     step.tune = False
     point, flags = {"mu": np.array(1.02)}, []
     for _ in range(100):
@@ -125,7 +131,7 @@ def test_nonfinite_proposals_are_rejected_and_counted(proposal):
         ({"batch_size": 10.5}, TypeError, "integer"),
         ({"batch_size": 100, "alpha": 1.2}, ValueError, "alpha"),
         ({"batch_size": 100, "proposal": "hmc"}, ValueError, "proposal"),
-        ({"batch_size": 100, "step_size": -1.0}, ValueError, "step_size"),
+        ({"batch_size": 100, "proposal_scale": -1.0}, ValueError, "proposal_scale"),
         ({"batch_size": 100, "proposal": "sgld", "proposal_cov": [1.0]}, ValueError, "random-walk"),
     ],
 )
@@ -159,7 +165,7 @@ def test_cmint_schedule_snapshots_and_ensemble():
         )  # fmt: skip
     stats = sample_stats(idata)
     for chain in range(2):
-        sizes = stats["step_size"].values[chain]
+        sizes = stats["proposal_scale"].values[chain]
         per_epoch, snapshot_epochs = cyclic_step_sizes(
             sizes[0], 14, decay=0.5, decay_every=2, raise_factor=3.0, round_epochs=4, n_rounds=3
         )

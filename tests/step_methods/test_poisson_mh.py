@@ -17,7 +17,7 @@ Y_REAL = X @ np.array([1.0, -0.5]) + RNG.standard_t(4, size=3000)
 LOW, HIGH = np.array([0.9, -0.6]), np.array([1.1, -0.4])
 STATS = {
     "accept", "accepted", "batch_size", "kept", "expected_batch_size", "fallback",
-    "step_size", "nonfinite",
+    "proposal_scale", "nonfinite",
 }  # fmt: skip
 
 
@@ -127,7 +127,7 @@ def test_loose_bounds_warn_and_fall_back_to_full_data():
         beta = pm.Uniform("beta", -5.0, 5.0, shape=2, default_transform=None)
         pm.Bernoulli("y", logit_p=X @ beta, observed=Y)
         with pytest.warns(UserWarning, match="every step uses the full data"):
-            step = pmm.PoissonMH(step_size=0.01, rng=1)
+            step = pmm.PoissonMH(proposal_scale=0.01, rng=1)
         point = model.initial_point()
         point, [stats] = step.step(point)
     assert stats["fallback"] and stats["batch_size"] == 3000

@@ -121,7 +121,7 @@ def test_rho_is_tuned_among_the_candidates_and_reported():
     stats_ = sample_stats(idata)
     rho = stats_["rho"].values.ravel()
     assert np.all(rho == rho[0]) and rho[0] in RHO_CANDIDATES
-    assert np.allclose(stats_["step_size"].values, np.sqrt(1 - rho[0] ** 2))
+    assert np.allclose(stats_["proposal_scale"].values, np.sqrt(1 - rho[0] ** 2))
     assert np.all(stats_["control_variates"].values == 2)
     # near its Laplace approximation the posterior is proposed almost exactly
     assert float(stats_["accept"].mean()) > 0.8

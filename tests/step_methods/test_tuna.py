@@ -14,7 +14,7 @@ X = RNG.normal(size=(3000, 2))
 Y = (RNG.random(3000) < 1 / (1 + np.exp(-X @ np.array([1.0, -0.5])))).astype("int64")
 TUNA_STATS = {
     "accept", "accepted", "batch_size", "kept", "expected_batch_size", "fallback",
-    "step_size", "chi", "bound_ratio", "nonfinite",
+    "proposal_scale", "chi", "bound_ratio", "nonfinite",
 }  # fmt: skip
 
 
@@ -48,7 +48,7 @@ def test_tuna_sample_stats_and_tuned_chi(logistic):
 
 def test_fallback_to_full_mh_when_batch_would_exceed_n(logistic):
     with logistic:
-        step = pmm.TunaMH(chi=1e6, step_size=0.05, rng=1)  # lambda far above N
+        step = pmm.TunaMH(chi=1e6, proposal_scale=0.05, rng=1)  # lambda far above N
         step.tune = False
         point = logistic.initial_point()
         point, [stats] = step.step(point)
@@ -57,7 +57,7 @@ def test_fallback_to_full_mh_when_batch_would_exceed_n(logistic):
 
 def test_tfmh_stats(logistic):
     with logistic:
-        step = pmm.TFMH(step_size=1e-3, rng=1)
+        step = pmm.TFMH(proposal_scale=1e-3, rng=1)
         _, [stats] = step.step(logistic.initial_point())
     assert {"accept", "batch_size", "expected_batch_size", "bound_ratio"} <= set(stats)
     assert 0.0 <= stats["accept"] <= 1.0
@@ -77,7 +77,7 @@ def test_nonfinite_proposals_are_rejected_and_counted(sampler):
         pm.Potential("wall", pt.switch(beta[0] < 1.0, -np.inf, 0.0))
         pm.Bernoulli("y", logit_p=X @ beta, observed=Y)
         # the initial point is behind the wall: no mode search, PyMC's start and scale
-        step = sampler(step_size=0.05, proposal_cov=None, control_variates=0, rng=1)
+        step = sampler(proposal_scale=0.05, proposal_cov=None, control_variates=0, rng=1)
         step.tune = False
         point = {"beta": np.array([1.02, -0.5])}
         flags = []
