@@ -15,6 +15,7 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._compat import ChainSetupMixin
 from pymc_minibatch._deprecation import renamed_arguments
+from pymc_minibatch.arguments import positive_float
 from pymc_minibatch.kernels.adaptation import (
     DualAveragingState,
     dual_averaging_final,
@@ -122,13 +123,8 @@ class MetropolisStep(MinibatchStep):
             self.proposal_chol = _proposal_cholesky(proposal_cov, ndim)
             # Posterior sds of tall-data models shrink like 1/sqrt(N); adaptation refines it
             default_scale = 2.38 / np.sqrt(ndim * n_data)
-        if proposal_scale is not None and not (np.isfinite(proposal_scale) and proposal_scale > 0):
-            raise ValueError(
-                f"proposal_scale must be a positive finite number, got {proposal_scale}"
-            )
-        self.initial_proposal_scale = (
-            default_scale if proposal_scale is None else float(proposal_scale)
-        )
+        proposal_scale = positive_float("proposal_scale", proposal_scale, allow_none=True)
+        self.initial_proposal_scale = default_scale if proposal_scale is None else proposal_scale
         self.reset_tuning()
 
     def reset_tuning(self):

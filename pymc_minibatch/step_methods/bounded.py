@@ -4,6 +4,7 @@ import numpy as np
 from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
+from pymc_minibatch.arguments import positive_float
 from pymc_minibatch.bounds import Bounds, metric
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.pcn import (
@@ -83,8 +84,7 @@ class BoundedMinibatchStep(MetropolisStep):
                  **kwargs):  # fmt: skip
         if proposal not in PROPOSALS:
             raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}")
-        if trust_region is not None and not (np.isfinite(trust_region) and trust_region > 0):
-            raise ValueError(f"trust_region must be a positive radius or None, got {trust_region}")
+        trust_region = positive_float("trust_region", trust_region, allow_none=True)
         if rho is not None and not (np.isfinite(rho) and 0.0 <= rho < 1.0):
             raise ValueError(f"rho must lie in [0, 1) or be None (tuned), got {rho}")
         self.fixed_rho = None if rho is None else float(rho)

@@ -5,6 +5,7 @@ from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
+from pymc_minibatch.arguments import positive_int
 from pymc_minibatch.kernels.mint import (
     CyclicSchedule,
     MintConfig,
@@ -334,19 +335,14 @@ class CMINT(MINT):
         raise_factor=2.0,
         **kwargs,
     ):
-        for name, value in [
-            ("n_rounds", n_rounds),
-            ("round_epochs", round_epochs),
-            ("decay_every", decay_every),
-        ]:
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not 0.0 < decay < 1.0:
             raise ValueError(f"decay must lie in (0, 1), got {decay}")
         if not (np.isfinite(raise_factor) and raise_factor > 1.0):
             raise ValueError(f"raise_factor must be a finite number above 1, got {raise_factor}")
-        self.n_rounds, self.round_epochs = int(n_rounds), int(round_epochs)
-        self.decay_every, self.decay, self.raise_factor = int(decay_every), decay, raise_factor
+        self.n_rounds = positive_int("n_rounds", n_rounds)
+        self.round_epochs = positive_int("round_epochs", round_epochs)
+        self.decay_every = positive_int("decay_every", decay_every)
+        self.decay, self.raise_factor = decay, raise_factor
         super().__init__(vars, batch_size=batch_size, **kwargs)
         self.steps_per_epoch = -(-self.minibatch_model.n_data // self.batch_size)
 

@@ -6,6 +6,7 @@ import numpy as np
 from pymc.blocking import RaveledVars
 
 from pymc_minibatch._deprecation import renamed_arguments
+from pymc_minibatch.arguments import positive_float
 from pymc_minibatch.bounds import GlobalBounds
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.poisson_mh import GlobalRowBounds, poisson_mh_step
@@ -94,8 +95,7 @@ class PoissonMH(MetropolisStep):
         blocked=True,
         rng=None,
     ):
-        if lam is not None and not (np.isfinite(lam) and lam > 0):
-            raise ValueError(f"lam must be a positive finite number or None, got {lam}")
+        lam = positive_float("lam", lam, allow_none=True)
         super().__init__(
             vars,
             proposal_scale=proposal_scale,
@@ -108,7 +108,7 @@ class PoissonMH(MetropolisStep):
         n_data = self.minibatch_model.n_data
         self.bounds = _resolve_global_bounds(bounds, self.minibatch_model)
         total = self.bounds.total
-        self.lam = min(total**2, n_data / 2) if lam is None else float(lam)
+        self.lam = min(total**2, n_data / 2) if lam is None else lam
         self.fallback = bool(fallback)
         if self.fallback and self.lam + total >= n_data:
             warnings.warn(

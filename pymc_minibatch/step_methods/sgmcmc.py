@@ -11,6 +11,7 @@ from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
+from pymc_minibatch.arguments import positive_float, positive_int
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.batches import checked_batch_size
 from pymc_minibatch.kernels.kinetics import make_kinetics
@@ -116,7 +117,7 @@ class SGMCMC(MinibatchStep):
         super().__init__(vars, model=model, blocked=blocked, rng=rng)
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
-        self.updates_per_draw = _positive_int("updates_per_draw", updates_per_draw)
+        self.updates_per_draw = positive_int("updates_per_draw", updates_per_draw)
         validate_config(config)
         self.config = config
         given_schedule = None if step_size is None else as_schedule(step_size)
@@ -248,18 +249,6 @@ class SGMCMC(MinibatchStep):
         )
 
 
-def _positive_float(name, value):
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value}")
-    return float(value)
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 RESAMPLE_TIME = 10.0
 """Default resampling period in units of the SDE's time: the paper's 100 updates at h = 0.1."""
 
@@ -270,7 +259,7 @@ def _resample_period(name, value, initial_step):
         return None
     if isinstance(value, str) and value == "auto":
         return max(1, round(RESAMPLE_TIME / initial_step))
-    return _positive_int(name, value)
+    return positive_int(name, value)
 
 
 _COMMON_PARAMETERS = """
@@ -376,7 +365,7 @@ class SGHMC(SGMCMC):
 
     @renamed_arguments(friction="sigma_p")
     def __init__(self, vars=None, *, batch_size, sigma_p=1.0, **kwargs):
-        sigma_p = _positive_float("sigma_p", sigma_p)
+        sigma_p = positive_float("sigma_p", sigma_p)
         config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, sigma_p, 0.0, 0.0)
         super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
 
@@ -424,7 +413,7 @@ class SGNHT(SGMCMC):
 
     @renamed_arguments(diffusion="sigma_p")
     def __init__(self, vars=None, *, batch_size, sigma_p=1.0, **kwargs):
-        sigma_p = _positive_float("sigma_p", sigma_p)
+        sigma_p = positive_float("sigma_p", sigma_p)
         config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, sigma_p, 0.0, 1.0)
         super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
 

@@ -4,6 +4,7 @@ import numpy as np
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
+from pymc_minibatch.arguments import positive_float
 from pymc_minibatch.kernels.tuna import tuna_step
 from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep, BoundedStepState
 
@@ -160,9 +161,7 @@ class TunaMH(BoundedMinibatchStep):
         blocked=True,
         rng=None,
     ):
-        if chi is not None and not (np.isfinite(chi) and chi > 0):
-            raise ValueError(f"chi must be a positive finite number or None, got {chi}")
-        self.fixed_chi = None if chi is None else float(chi)
+        self.fixed_chi = positive_float("chi", chi, allow_none=True)
         self.fallback = bool(fallback)
         super().__init__(
             vars,
