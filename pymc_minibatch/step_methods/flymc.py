@@ -72,33 +72,14 @@ class FlyMC(MetropolisStep):
     _state_class = FlyMCState
 
     @renamed_arguments(step_size="proposal_scale")
-    def __init__(
-        self,
-        vars=None,
-        *,
-        xi="map",
-        resample_fraction=0.1,
-        proposal_scale=None,
-        proposal_cov="laplace",
-        target_accept=0.25,
-        model=None,
-        blocked=True,
-        rng=None,
-    ):
+    def __init__(self, vars=None, *, xi="map", resample_fraction=0.1, **options):
+        # options: those of MetropolisStep (see the docstring)
         if not (xi == "map" if isinstance(xi, str) else np.isfinite(xi) and xi > 0):
             raise ValueError(f"xi must be 'map' or a positive number, got {xi!r}")
         if not 0.0 < resample_fraction <= 1.0:
             raise ValueError(f"resample_fraction must lie in (0, 1], got {resample_fraction}")
         self.resample_fraction = float(resample_fraction)
-        super().__init__(
-            vars,
-            proposal_scale=proposal_scale,
-            proposal_cov=proposal_cov,
-            target_accept=target_accept,
-            model=model,
-            blocked=blocked,
-            rng=rng,
-        )
+        super().__init__(vars, **options)
         mm = self.minibatch_model
         if mm.shared:
             raise ValueError(

@@ -140,9 +140,7 @@ class MINT(MetropolisStep):
         proposal_cov="laplace",
         target_accept=0.3,
         temper_prior=True,
-        model=None,
-        blocked=True,
-        rng=None,
+        **options,
     ):
         if proposal not in PROPOSALS:
             raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}")
@@ -161,9 +159,7 @@ class MINT(MetropolisStep):
             proposal_scale=proposal_scale,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
-            model=model,
-            blocked=blocked,
-            rng=rng,
+            **options,  # model, blocked, rng
         )
         mm = self.minibatch_model
         self.settings = tempering_settings(mm.n_data, self.batch_size, self._alpha)

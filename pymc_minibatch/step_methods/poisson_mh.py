@@ -81,30 +81,10 @@ class PoissonMH(MetropolisStep):
     }
 
     @renamed_arguments(step_size="proposal_scale")
-    def __init__(
-        self,
-        vars=None,
-        *,
-        bounds="auto",
-        lam=None,
-        proposal_scale=None,
-        proposal_cov="laplace",
-        target_accept=0.25,
-        fallback=True,
-        model=None,
-        blocked=True,
-        rng=None,
-    ):
+    def __init__(self, vars=None, *, bounds="auto", lam=None, fallback=True, **options):
+        # options: those of MetropolisStep (see the docstring)
         lam = positive_float("lam", lam, allow_none=True)
-        super().__init__(
-            vars,
-            proposal_scale=proposal_scale,
-            proposal_cov=proposal_cov,
-            target_accept=target_accept,
-            model=model,
-            blocked=blocked,
-            rng=rng,
-        )
+        super().__init__(vars, **options)
         n_data = self.minibatch_model.n_data
         self.bounds = _resolve_global_bounds(bounds, self.minibatch_model)
         total = self.bounds.total

@@ -143,40 +143,11 @@ class TunaMH(BoundedMinibatchStep):
     _state_class = TunaMHState
 
     @renamed_arguments(step_size="proposal_scale")
-    def __init__(
-        self,
-        vars=None,
-        *,
-        bounds="auto",
-        control_variates="auto",
-        proposal="auto",
-        rho=None,
-        trust_region=None,
-        chi=None,
-        proposal_scale=None,
-        proposal_cov="laplace",
-        target_accept=0.25,
-        fallback=True,
-        model=None,
-        blocked=True,
-        rng=None,
-    ):
+    def __init__(self, vars=None, *, chi=None, fallback=True, **options):
+        # options: those of BoundedMinibatchStep and MetropolisStep (see the docstring)
         self.fixed_chi = positive_float("chi", chi, allow_none=True)
         self.fallback = bool(fallback)
-        super().__init__(
-            vars,
-            bounds=bounds,
-            control_variates=control_variates,
-            proposal=proposal,
-            rho=rho,
-            trust_region=trust_region,
-            proposal_scale=proposal_scale,
-            proposal_cov=proposal_cov,
-            target_accept=target_accept,
-            model=model,
-            blocked=blocked,
-            rng=rng,
-        )
+        super().__init__(vars, **options)
 
     def reset_tuning(self):
         super().reset_tuning()
