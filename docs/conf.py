@@ -109,8 +109,6 @@ nb_execution_raise_on_error = True
 nb_execution_timeout = 1800  # seconds per cell
 nb_execution_show_tb = True
 nb_merge_streams = True
-# a tutorial that writes to stderr (a warning, PyMC's convergence messages) fails the build
-nb_output_stderr = "warn"
 
 # ---- API reference --------------------------------------------------------------------------
 autosummary_generate = True
