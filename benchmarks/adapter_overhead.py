@@ -20,6 +20,15 @@ both for ``loglik_pair``), and for ``grad_estimate`` the value and gradient of
 going through PyMC/PyTensor. It also times one full-data ``mm.logp_and_grad(theta)``
 per ``N`` (milliseconds) against the NumPy equivalent over all rows.
 
+For particle methods it also times, per ``N``, ``mm.grad_estimate_particles(thetas, idx)``
+(one compiled call vectorised over the particles) against the per-particle loop it replaced
+(rows gathered once, then one compiled ``grad_estimate`` call per particle), for
+``M in {50, 200}`` particles and ``B in {100, 1000}`` rows, side by side on the same index
+arrays and particles, after asserting that both give the same values and gradients. The
+vectorised call's matrix products go to NumPy's BLAS, which may use several threads: on a
+machine whose cores are busy with other work, ``OPENBLAS_NUM_THREADS=1`` shows the comparison
+without their contention.
+
 Each timing is the median over several repeats of ``time.perf_counter`` around a loop
 of calls (loop length chosen so that one repeat takes about 10 ms; 21 repeats at
 ``B <= 100``, fewer at large ``B``), with the garbage collector off, after a warm-up
@@ -44,8 +53,9 @@ From the repository root, in either environment::
     .venv312/bin/python benchmarks/adapter_overhead.py --json /tmp/adapter_overhead.json
 
 The whole run (compilation included) takes well under two minutes on two cores.
-``--n-data`` and ``--batch-sizes`` override the grid; ``--json PATH`` also writes every
-number to a JSON file.
+``--n-data`` and ``--batch-sizes`` override the grid (``--particles`` and
+``--particle-batch-sizes`` the particle part's); ``--json PATH`` also writes every number to a
+JSON file.
 """
 
 import argparse
@@ -57,6 +67,7 @@ import statistics
 import sys
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 from scipy.special import expit
@@ -72,6 +83,8 @@ N_GROWTH_VS_FLOOR = 1.25
 REPEAT_SECONDS = 0.01  # target duration of one timed loop (many short repeats: robust median)
 MAX_INDEX_ENTRIES = 2_000_000  # bounds the memory of the pre-drawn index pool
 MAX_POOL = 5000
+DEFAULT_PARTICLES = (50, 200)
+DEFAULT_PARTICLE_BATCH_SIZES = (100, 1000)
 
 
 # ---- model and NumPy floor ------------------------------------------------------------------
@@ -178,6 +191,17 @@ def repeats_for(batch_size):
     return 21 if batch_size <= 100 else 11 if batch_size <= 1000 else 7
 
 
+def particle_loop(mm, thetas, idx):
+    """``grad_estimate_particles`` as it was before vectorising: rows gathered once, then one
+    compiled ``grad_estimate`` call per particle."""
+    scale = np.asarray(mm.n_data / idx.size, dtype=np.float64)
+    rows = mm._rows.gather(idx)
+    values, grads = np.empty(len(thetas)), np.empty(thetas.shape)
+    for i, theta in enumerate(thetas):
+        values[i], grads[i] = mm._call("grad_estimate", np.ascontiguousarray(theta), scale, *rows)
+    return values, grads
+
+
 # ---- checks ---------------------------------------------------------------------------------
 def check_against_floor(mm, floor, theta, theta2, rng):
     """Assert the adapter and the NumPy floor agree on one batch (with repeated rows)."""
@@ -205,7 +229,36 @@ def check_full_data(mm, floor, theta):
 
 
 # ---- one N ----------------------------------------------------------------------------------
-def bench_n(n_data, batch_sizes, seed, log):
+def bench_particles(mm, theta, n_particles, batch_sizes, rng):
+    """µs per call of the vectorised ``grad_estimate_particles`` and of the per-particle loop."""
+    rows = []
+    for m in n_particles:
+        thetas = theta + rng.normal(scale=0.1, size=(m, mm.ndim))
+        vectorised = partial(mm.grad_estimate_particles, thetas)
+        loop = partial(particle_loop, mm, thetas)
+        for batch_size in batch_sizes:
+            pool = index_pool(rng, mm.n_data, batch_size)
+            for got, want in zip(vectorised(pool[0]), loop(pool[0]), strict=True):
+                assert np.allclose(got, want, rtol=1e-10, atol=0), "vectorised != loop"
+            t_vec, t_loop, n_vec, n_loop = time_pair(
+                vectorised, loop, pool, repeats_for(batch_size)
+            )
+            rows.append(
+                {
+                    "N": mm.n_data,
+                    "M": m,
+                    "B": batch_size,
+                    "vectorised_us": t_vec * 1e6,
+                    "loop_us": t_loop * 1e6,
+                    "speedup": t_loop / t_vec,
+                    "loops": n_vec,
+                    "loop_loops": n_loop,
+                }
+            )
+    return rows
+
+
+def bench_n(n_data, batch_sizes, seed, log, n_particles=(), particle_batch_sizes=()):
     import pymc_minibatch as pmm
 
     t0 = time.perf_counter()
@@ -277,7 +330,8 @@ def bench_n(n_data, batch_sizes, seed, log):
         "numpy_ms": t_full_np * 1e3,
         "ratio": t_full / t_full_np,
     }
-    return rows, full, {"N": n_data, "build_s": t_build, "compile_s": t_compile}
+    particles = bench_particles(mm, theta, n_particles, particle_batch_sizes, rng)
+    return rows, full, particles, {"N": n_data, "build_s": t_build, "compile_s": t_compile}
 
 
 # ---- report ---------------------------------------------------------------------------------
@@ -308,6 +362,20 @@ def print_table(rows, fulls, log):
         log(
             f"{fmt_n(f['N']):>6}  {f['call']:<14} {f['ms']:>10.2f} {f['numpy_ms']:>10.2f} "
             f"{f['ratio']:>7.2f}"
+        )
+
+
+def print_particles(particles, log):
+    header = (
+        f"{'N':>6} {'M':>5} {'B':>6}  {'loop µs':>10} {'vectorised µs':>14} {'loop/vectorised':>16}"
+    )
+    log("grad_estimate_particles: per-particle loop against one vectorised call")
+    log(header)
+    log("-" * len(header))
+    for r in particles:
+        log(
+            f"{fmt_n(r['N']):>6} {r['M']:>5} {r['B']:>6}  {r['loop_us']:>10.1f} "
+            f"{r['vectorised_us']:>14.1f} {r['speedup']:>16.2f}"
         )
 
 
@@ -412,6 +480,22 @@ def parse_args(argv=None):
         metavar="B",
         help="batch sizes (default: %(default)s)",
     )
+    parser.add_argument(
+        "--particles",
+        type=int,
+        nargs="*",
+        default=list(DEFAULT_PARTICLES),
+        metavar="M",
+        help="particle counts for grad_estimate_particles (default: %(default)s; none: skip)",
+    )
+    parser.add_argument(
+        "--particle-batch-sizes",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_PARTICLE_BATCH_SIZES),
+        metavar="B",
+        help="batch sizes for grad_estimate_particles (default: %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=20260101, help="data and index seed")
     return parser.parse_args(argv)
 
@@ -436,14 +520,20 @@ def main(argv=None):
         "idx uniform with replacement, pre-drawn"
     )
 
-    rows, fulls, setup = [], [], []
+    rows, fulls, particles, setup = [], [], [], []
     for n_data in args.n_data:
-        r, f, s = bench_n(n_data, args.batch_sizes, args.seed, log)
+        r, f, p, s = bench_n(
+            n_data, args.batch_sizes, args.seed, log, args.particles, args.particle_batch_sizes
+        )
         rows += r
         fulls.append(f)
+        particles += p
         setup.append(s)
     log("")
     print_table(rows, fulls, log)
+    if particles:
+        log("")
+        print_particles(particles, log)
     log("")
     verdicts, overall = evaluate_target(rows, log)
     total = time.perf_counter() - start
@@ -456,6 +546,7 @@ def main(argv=None):
             "setup": setup,
             "rows": rows,
             "full_data": fulls,
+            "particles": particles,
             "target": {
                 "text": f"ratio <= {TARGET_RATIO:g} at B <= {TARGET_MAX_B}; "
                 "µs at fixed B independent of N",

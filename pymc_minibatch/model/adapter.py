@@ -11,11 +11,14 @@ import pytensor
 import pytensor.tensor as pt
 import scipy.optimize
 from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.logprob.utils import local_check_parameter_to_ninf_switch, local_remove_check_parameter
 from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.util import get_value_vars_from_user_vars
 from pymc.vartypes import continuous_types
-from pytensor.graph.replace import clone_replace
+from pytensor.graph.fg import FunctionGraph
+from pytensor.graph.replace import clone_replace, vectorize_graph
+from pytensor.graph.rewriting.basic import in2out
 
 from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch.exceptions import NonFactorizableError
@@ -352,6 +355,12 @@ class MinibatchModel:
         """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
         same rows ``idx`` (gathered once). Returns values ``(M,)`` and gradients ``(M, ndim)``.
 
+        One call of one compiled function for all particles: the graph of
+        :meth:`grad_estimate` and its gradient vectorised over a leading particle axis of
+        ``theta`` (``pytensor.graph.replace.vectorize_graph``). A parameter outside its
+        support gives ``-inf`` (or is not checked, with ``check_bounds=False``) at that
+        particle alone, as in :meth:`grad_estimate`.
+
         Examples
         --------
         >>> values, grads = mm.grad_estimate_particles(np.zeros((4, 3)), np.arange(100))
@@ -364,12 +373,20 @@ class MinibatchModel:
         idx = np.asarray(idx)
         if idx.size == 0:
             raise ValueError("grad_estimate_particles needs at least one row index")
+        if len(thetas) == 0:  # some compiled ops (PyTensor 2.x's C Softmax) fail on M = 0
+            return np.empty(0), np.empty((0, self.ndim))
+        if idx.size == 1:
+            # PyTensor 2.x raises on the vectorised gradient of an indexing by a single
+            # gathered row (AdvancedIncSubtensor1 runtime-broadcasting check): the row twice
+            # at half the scale is the same estimate
+            idx = np.repeat(idx, 2)
         scale = np.asarray(self.n_data / idx.size, dtype=np.float64)
-        rows = self._rows.gather(idx)
-        values, grads = np.empty(len(thetas)), np.empty(thetas.shape)
-        for i, theta in enumerate(thetas):
-            value, grads[i] = self._call("grad_estimate", np.ascontiguousarray(theta), scale, *rows)
-            values[i] = value
+        values, grads = self._call(
+            "grad_estimate_particles",
+            np.ascontiguousarray(thetas),
+            scale,
+            *self._rows.gather(idx),
+        )
         return values, grads
 
     # ---- row-free and full-data quantities ----------------------------------------------
@@ -578,10 +595,12 @@ class MinibatchModel:
             jvp = pytensor.grad(row_weighted_grad @ direction, weights)
             (jvp,) = clone_replace([jvp], replace={weights: pt.ones_like(ll)})
             inputs, outputs = [theta, direction, *rows], jvp
-        elif name == "grad_estimate":
+        elif name in ("grad_estimate", "grad_estimate_particles"):
             scale = pt.scalar("scale", dtype="float64")
             value = self._logprior + scale * ll.sum()
             inputs, outputs = [theta, scale, *rows], [value, pytensor.grad(value, theta)]
+            if name == "grad_estimate_particles":
+                inputs, outputs = _vectorised_over_theta(inputs, outputs, self.model.check_bounds)
         elif name == "grad_estimate_difference":
             scale = pt.scalar("scale", dtype="float64")
             centre = theta.type("centre")
@@ -662,8 +681,31 @@ class MinibatchModel:
 
     def __setstate__(self, state):
         model = state["model"]
-        value_vars = [model[name] for name in state["var_names"]]
+        # value variables of transformed RVs ("sigma_log__") are not among model's named vars
+        by_name = {value.name: value for value in model.value_vars}
+        value_vars = [by_name[name] for name in state["var_names"]]
         self.__init__(model, value_vars, check=False, mode=state["mode"], _shared=state["shared"])
+
+
+def _vectorised_over_theta(inputs, outputs, check_bounds):
+    """``(inputs, outputs)`` of a graph whose first input ``theta`` gains a leading axis.
+
+    ``theta`` becomes ``thetas`` of shape ``(M, ndim)`` and every output that depends on it
+    gains a leading axis of length ``M``; the other inputs are shared by all ``M``.
+
+    PyMC's parameter checks are first replaced on a copy of the graph as
+    ``pymc.pytensorf.compile`` replaces them (by ``-inf`` where they fail, or dropped when
+    the model has ``check_bounds=False``): PyTensor vectorises a check by reducing its
+    condition over the new axis too, so one particle outside the support would give
+    ``-inf`` at every particle.
+    """
+    # a copy of the nodes, not of the roots: theta, the rows and shared variables are kept
+    fgraph = FunctionGraph(outputs=outputs, clone=True, copy_inputs=False)
+    rewrite = local_check_parameter_to_ninf_switch if check_bounds else local_remove_check_parameter
+    in2out(rewrite).rewrite(fgraph)
+    theta, *others = inputs
+    thetas = pt.tensor("thetas", dtype=theta.dtype, shape=(None, *theta.type.shape))
+    return [thetas, *others], vectorize_graph(fgraph.outputs, replace={theta: thetas})
 
 
 def _select_value_vars(model, vars):

@@ -449,8 +449,9 @@ def test_grad_estimate_particles_equals_grad_estimate_per_particle(case):
     values, grads = mm.grad_estimate_particles(thetas, idx)
     for theta, value, grad in zip(thetas, values, grads, strict=True):
         expected_value, expected_grad = mm.grad_estimate(theta, idx)
-        assert value == expected_value
-        np.testing.assert_array_equal(grad, expected_grad)
+        # one vectorised graph against M calls: equal up to rounding
+        np.testing.assert_allclose(value, expected_value, rtol=1e-10)
+        np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="shape"):
         mm.grad_estimate_particles(thetas[0], idx)
 

@@ -85,3 +85,12 @@ def test_round_trip_keeps_shared_variables_with_their_holder(regression_model):
     # the original adapter is untouched by the restored copy's shared variable
     original_value = original_shared.get_value()
     assert original_value == pytest.approx(regression_model.initial_point()["sigma_log__"])
+
+
+def test_round_trip_of_a_model_with_transformed_variables(regression_model):
+    """``sigma_log__`` is a value variable, not one of the model's named variables."""
+    mm = pmm.MinibatchModel(regression_model)
+    restored = cloudpickle.loads(cloudpickle.dumps(mm))
+    assert restored.var_names == mm.var_names
+    theta = mm.initial_theta() + 0.3
+    assert restored.logp(theta) == pytest.approx(mm.logp(theta), rel=1e-14)
