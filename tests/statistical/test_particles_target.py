@@ -1,10 +1,12 @@
 """Particle methods against known answers (Chen et al. 2018; docs page "Particle methods").
 
-A conjugate Gaussian regression gives the exact posterior mean and covariance. The final
-particles are a deterministic function of their start (with full-data gradients), so the
-tolerances are fixed: means within 0.1 posterior sd, marginal variances within 20%. The
-kernel tests (tests/kernels/test_particles.py) show that SVGD without its repulsion fails
-the variance check.
+A conjugate Gaussian regression gives the exact posterior mean and covariance. With
+full-data gradients the final particles are a deterministic function of the seed, so the
+tolerances are fixed: means within 0.1 posterior sd, and each method's marginal sd ratio at
+its defaults within four across-seed standard deviations of the value measured on
+``GAUSSIAN_5D`` (``pmm.particles.MEASURED_SD_RATIO``, printed by section (e) of
+``benchmarks/particles.py``). The kernel tests (tests/kernels/test_particles.py) show that
+SVGD without its repulsion fails a variance check.
 """
 
 import numpy as np
@@ -36,10 +38,34 @@ def moments_in_sds(idata, mean, covariance):
     return (values.mean(axis=0) - mean) / sd, values.var(axis=0) / sd**2
 
 
+GAUSSIAN_5D = {"n_rows": 500, "ndim": 5, "correlation": 0.6, "seed": 3}
+"""The problem of ``pmm.particles.MEASURED_SD_RATIO``: ``conjugate_regression`` with 500
+rows (all of them in every step at the default batch size, so the gradients are exact)
+and five coefficients."""
+
+SD_RATIO_SEEDS = (0, 1, 2, 3, 4)
+"""The seeds over which ``MEASURED_SD_RATIO`` was measured; the test runs the first."""
+
+ROUNDING = 1e-12
+"""Tolerance for a measured ratio of 0 (w-SGLD): particles that coincide at the mode differ
+by rounding only, about 2e-14 posterior sds here."""
+
+
+def sd_ratio_at_defaults(problem, method, random_seed, **settings):
+    """``sample_particles(method)`` with its defaults (but ``settings``) on ``problem``, a
+    ``conjugate_regression`` triple: the largest mean error in posterior sds and the mean
+    over the coefficients of the marginal sd ratio (particle sd / exact posterior sd)."""
+    model, mean, covariance = problem
+    idata = pmm.sample_particles(
+        method, random_seed=random_seed, model=model, progressbar=False, **settings
+    )
+    mean_errors, variance_ratios = moments_in_sds(idata, mean, covariance)
+    return float(np.max(np.abs(mean_errors))), float(np.mean(np.sqrt(variance_ratios)))
+
+
 @pytest.fixture(scope="module")
 def gaussian_5d():
-    """Posterior correlations up to about -0.4 (predictor correlation 0.6)."""
-    return conjugate_regression(n_rows=500, ndim=5, correlation=0.6, seed=3)
+    return conjugate_regression(**GAUSSIAN_5D)
 
 
 def wrong_start(mean, covariance, n_particles, seed=0):
@@ -52,25 +78,34 @@ def wrong_start(mean, covariance, n_particles, seed=0):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", pmm.particles.METHODS)
-def test_full_gradient_moments_match_a_5d_gaussian(gaussian_5d, method):
-    """Means within 0.1 sd, and marginal sds inside the range each method documents
-    (``DOCUMENTED_SD_RATIO``): on a Gaussian the mode is the mean, so a method collapsed
-    onto the mode passes the mean check."""
-    model, mean, covariance = gaussian_5d
-    idata = pmm.sample_particles(
-        method, n_particles=200, batch_size=500, init=wrong_start(mean, covariance, 200),
-        random_seed=1, model=model, progressbar=False,
-    )  # fmt: skip
-    mean_errors, variance_ratios = moments_in_sds(idata, mean, covariance)
-    assert np.max(np.abs(mean_errors)) < 0.1
-    low, high = pmm.particles.DOCUMENTED_SD_RATIO[method]
-    assert low <= np.min(np.sqrt(variance_ratios)) and np.max(np.sqrt(variance_ratios)) <= high
+def test_sd_ratio_at_the_defaults_is_the_measured_one(gaussian_5d, method):
+    """Every setting at its default (100 particles, 1000 steps, Laplace start); the sd ratio
+    within four across-seed standard deviations of ``MEASURED_SD_RATIO`` (or within
+    ``ROUNDING`` of w-SGLD's 0), so that a change of the algorithm that moves the ratio
+    fails: SVGD at bandwidth scale 1, or particles left at their Laplace start (ratio about
+    1), are outside SVGD's tolerance."""
+    _, ratio = sd_ratio_at_defaults(gaussian_5d, method, SD_RATIO_SEEDS[0])
+    measured, spread = pmm.particles.MEASURED_SD_RATIO[method]
+    assert abs(ratio - measured) <= max(4 * spread, ROUNDING)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", pmm.particles.METHODS)
+def test_full_gradient_means_match_a_5d_gaussian(gaussian_5d, method):
+    """Means within 0.1 sd from a start one sd off (on a Gaussian the mode is the mean, so
+    w-SGLD, collapsed onto the mode, passes too)."""
+    _, mean, covariance = gaussian_5d
+    mean_error, _ = sd_ratio_at_defaults(
+        gaussian_5d, method, 1, init=wrong_start(mean, covariance, 100), n_particles=100
+    )
+    assert mean_error < 0.1
 
 
 @pytest.mark.slow
 def test_svgd_full_gradient_variances_match_a_5d_gaussian(gaussian_5d):
-    """SVGD widens a too-narrow start slowly: variance ratios 0.81 after 1000 steps, 0.84
-    after 2000, 0.89 after 4000 (0.92-0.97 after 1000 from the default Laplace start)."""
+    """SVGD widens a too-narrow start slowly: from the wrong start, 200 particles and 2000
+    steps bring the variances within 20% (from the Laplace start, the default, see
+    ``MEASURED_SD_RATIO``)."""
     model, mean, covariance = gaussian_5d
     idata = pmm.sample_particles(
         "svgd", n_particles=200, n_steps=2000, batch_size=500,
