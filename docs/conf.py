@@ -47,6 +47,11 @@ def _copy_tutorials():
             jupytext.write(jupytext.read(source), notebook)
 
 
+# Included by api.md, not a page of its own; listed for autosummary, which otherwise scans only
+# pages for the objects to write stubs for.
+STEP_METHOD_SECTIONS = "generated/step_methods.md"
+
+
 def _write_step_method_sections():
     """API sections of the step methods, one per family, from ``pymc_minibatch.registry``."""
     from pymc_minibatch import registry
@@ -59,7 +64,7 @@ def _write_step_method_sections():
             f"## {title}\n\n```{{eval-rst}}\n.. autosummary::\n   :toctree: generated\n"
             f"   :nosignatures:\n\n{listing}\n```\n"
         )
-    target = DOCS / "generated" / "step_methods.txt"
+    target = DOCS / STEP_METHOD_SECTIONS
     target.parent.mkdir(exist_ok=True)
     text = "\n".join(sections)
     if not target.exists() or target.read_text() != text:
@@ -97,6 +102,7 @@ exclude_patterns = [
     "**/.ipynb_checkpoints",
     "jupyter_execute",
     "tutorials/*.ipynb",
+    STEP_METHOD_SECTIONS,
 ]
 templates_path = ["_templates"]
 
@@ -111,7 +117,7 @@ nb_execution_show_tb = True
 nb_merge_streams = True
 
 # ---- API reference --------------------------------------------------------------------------
-autosummary_generate = True
+autosummary_generate = ["api.md", STEP_METHOD_SECTIONS]
 autosummary_imported_members = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # types are in the NumPy-style docstrings
