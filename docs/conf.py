@@ -66,7 +66,9 @@ def _write_step_method_sections():
         )
     target = DOCS / STEP_METHOD_SECTIONS
     target.parent.mkdir(exist_ok=True)
-    text = "\n".join(sections)
+    # autosummary reads this file on its own, without api.md's current module
+    header = "```{eval-rst}\n.. currentmodule:: pymc_minibatch\n```\n\n"
+    text = header + "\n".join(sections)
     if not target.exists() or target.read_text() != text:
         target.write_text(text)
 
