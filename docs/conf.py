@@ -49,7 +49,7 @@ def _copy_tutorials():
 
 # Included by api.md, not a page of its own; listed for autosummary, which otherwise scans only
 # pages for the objects to write stubs for.
-STEP_METHOD_SECTIONS = "generated/step_methods.md"
+STEP_METHOD_SECTIONS = "api_step_methods.md"  # beside api.md: the same :toctree: paths
 
 
 def _write_step_method_sections():
@@ -65,7 +65,6 @@ def _write_step_method_sections():
             f"   :nosignatures:\n\n{listing}\n```\n"
         )
     target = DOCS / STEP_METHOD_SECTIONS
-    target.parent.mkdir(exist_ok=True)
     # autosummary reads this file on its own, without api.md's current module
     header = "```{eval-rst}\n.. currentmodule:: pymc_minibatch\n```\n\n"
     text = header + "\n".join(sections)
