@@ -216,7 +216,7 @@ print(f"NUTS, one mode: sd of mu[0] = {float(idata_mode['posterior']['mu'][..., 
 # as they are (their wall time is the `sampling_time` that `sample_particles` records,
 # mode search included) against a fresh NUTS run on the same model. Each particle is one
 # "draw"; ESS is computed as if the particles were a chain, which for particles that
-# interact is only indicative. `rows_per_draw` is `n_steps * batch_size` per particle.
+# interact is only indicative. `loglik_rows_per_draw` is `n_steps * batch_size` per particle.
 #
 # What to look for: small mean errors for SVGD, w-SGLD-B and π-SGLD, and sd errors of
 # about 10% or less (the reference's own Monte Carlo error included), in line with the

@@ -146,7 +146,7 @@ print(f"full-data fallback steps:       {int(stats['fallback'].sum())}")
 #
 # What to look for: TunaMH's means and sds agree with NUTS's (the errors are of the size
 # Monte Carlo noise alone would give: it samples the same posterior), and it reads a small
-# fraction of the `N` rows per draw that NUTS reads. The `rows_per_draw` column includes the
+# fraction of the `N` rows per draw that NUTS reads. The `loglik_rows_per_draw` column includes the
 # full-data passes spent building the step (`setup_passes`), spread over the draws. The
 # balance moves further toward TunaMH as `N` grows: NUTS's cost per draw grows with `N`,
 # while TunaMH's residuals shrink (run `python benchmarks/tunamh.py` to see it).

@@ -39,6 +39,11 @@ import numpy as np
 from pymc_minibatch.kernels.alias import AliasTable
 from pymc_minibatch.kernels.pcn import cubic_metric
 
+#: Relative slack for rounding in the log-densities when a step checks that a row stays within
+#: its bound (``|Delta_i| <= c_i M`` for :class:`Bounds`, ``lower_i <= l_i <= upper_i`` for
+#: :class:`GlobalBounds`): only an excess above this fraction of the bound is a violation.
+BOUND_TOLERANCE = 1e-7
+
 
 class Bounds:
     """Per-row Lipschitz constants ``c`` and the metric for TunaMH.

@@ -32,7 +32,7 @@ COLUMNS = (
     "max_std_mean_error",
     "max_rel_sd_error",
     "mean_std_wasserstein",
-    "rows_per_draw",
+    "loglik_rows_per_draw",
     "setup_passes",
 )
 """Columns of the table :func:`compare` returns, in order."""
@@ -107,14 +107,17 @@ def compare(
         - ``max_rel_sd_error``: largest ``|sd / sd_ref - 1|``.
         - ``mean_std_wasserstein``: the 1-D Wasserstein-1 distance between the marginal
           draws and the reference's, divided by ``sd_ref`` and averaged over parameters.
-        - ``rows_per_draw``: likelihood rows evaluated per kept draw, averaged: the
-          ``batch_size`` statistic of the exact and tempered MH samplers; ``updates_per_draw *
+        - ``loglik_rows_per_draw``: the cost, in rows of log-likelihood evaluated (a row's
+          gradient counting as one row) per kept draw, averaged: the ``batch_size``
+          statistic of the exact and tempered MH samplers; ``updates_per_draw *
           batch_size`` for SG-MCMC; ``n_steps * batch_size`` per particle for
           :func:`~pymc_minibatch.sample_particles`; NUTS's leapfrog steps times N. NaN where
           unknown. A step built here also adds its setup passes times N, spread over the
           kept draws.
-        - ``setup_passes``: passes over all N rows while the step was built (data checks,
-          the Laplace fit, bounds and control variates); 0 for NUTS, NaN where unknown.
+        - ``setup_passes``: passes over all N rows before the first step: while the step was
+          built (data checks, the Laplace fit, bounds and control variates) and at each chain's
+          start (FlyMC's brightness draw); 0 for NUTS, NaN where unknown. Tuning steps are
+          counted for no sampler.
 
         The reference's error columns are NaN (it is the yardstick, not a measurement).
     results : dict of {str : InferenceData or DataTree}
@@ -277,7 +280,7 @@ def _run(label, sampler, model, settings, random_seed):
                     "return a PyMC step method or an InferenceData/DataTree result"
                 )
             step = produced
-        setup_passes = _passes_so_far(step)
+        setup_passes = _passes_so_far(step) + settings["chains"] * _passes_per_chain(step)
         result = pm.sample(
             step=step,
             random_seed=random_seed,
@@ -295,6 +298,11 @@ def _passes_so_far(step):
         return 0.0
     minibatch_model = getattr(step, "minibatch_model", None)
     return math.nan if minibatch_model is None else float(minibatch_model.full_data_passes)
+
+
+def _passes_per_chain(step):
+    """Full-data passes each chain of ``step`` makes before its first step (0 if unknown)."""
+    return getattr(step, "setup_passes_per_chain", 0)
 
 
 def _check_sampler(label, sampler):
@@ -371,7 +379,7 @@ def _efficiency(run, columns, n_rows):
         "ess_bulk_min": ess_bulk,
         "ess_tail_min": ess_tail,
         "ess_bulk_per_s": ess_bulk / run.seconds,
-        "rows_per_draw": _rows_per_draw(run, n_rows) + setup_rows,
+        "loglik_rows_per_draw": _rows_per_draw(run, n_rows) + setup_rows,
         "setup_passes": setup_passes,
     }
 

@@ -69,17 +69,17 @@ def test_results_are_the_installed_pymc_result_type(comparison):
 def test_rows_per_draw_reads_each_sampler_cost(comparison):
     _, table, results = comparison
     nuts_steps = float(results["NUTS"].sample_stats["n_steps"].mean())
-    assert table.loc["NUTS", "rows_per_draw"] == pytest.approx(nuts_steps * N_ROWS)
+    assert table.loc["NUTS", "loglik_rows_per_draw"] == pytest.approx(nuts_steps * N_ROWS)
     assert table.loc["NUTS", "setup_passes"] == 0
     # the steps' setup (data checks, Laplace fit, bounds) is spread over the kept draws
     passes = table.loc[["MINT", "TunaMH"], "setup_passes"]
     assert (passes > 0).all() and (passes < 100).all()
     setup_rows = passes * N_ROWS / (DRAWS * CHAINS)
-    assert table.loc["MINT", "rows_per_draw"] == pytest.approx(20 + setup_rows["MINT"])
+    assert table.loc["MINT", "loglik_rows_per_draw"] == pytest.approx(20 + setup_rows["MINT"])
     tuna_batches = float(results["TunaMH"].sample_stats["batch_size"].mean())
     expected = tuna_batches + setup_rows["TunaMH"]
-    assert table.loc["TunaMH", "rows_per_draw"] == pytest.approx(expected)
-    assert table.loc["TunaMH", "rows_per_draw"] < N_ROWS / 2
+    assert table.loc["TunaMH", "loglik_rows_per_draw"] == pytest.approx(expected)
+    assert table.loc["TunaMH", "loglik_rows_per_draw"] < N_ROWS / 2
 
 
 def test_accuracy_columns_recompute_from_the_draws(comparison):
@@ -131,7 +131,7 @@ def test_reference_result_and_callables_with_named_arguments():
     assert table.loc["earlier", "max_std_mean_error"] == 0.0
     assert table.loc["SVGD", "draws"] == 40
     # a particle costs its steps times the batch (all 1000 rows here)
-    assert table.loc["SVGD", "rows_per_draw"] == 50 * N_ROWS
+    assert table.loc["SVGD", "loglik_rows_per_draw"] == 50 * N_ROWS
 
 
 def test_rows_per_draw_of_sgmcmc_is_thin_times_batch():
@@ -142,7 +142,19 @@ def test_rows_per_draw_of_sgmcmc_is_thin_times_batch():
             draws=100, tune=100, chains=1, random_seed=4,
         )  # fmt: skip
     setup_rows = table.loc["SGLD", "setup_passes"] * N_ROWS / 100
-    assert table.loc["SGLD", "rows_per_draw"] == pytest.approx(100 + setup_rows)
+    assert table.loc["SGLD", "loglik_rows_per_draw"] == pytest.approx(100 + setup_rows)
+
+
+@pytest.mark.filterwarnings("ignore:the reference 'NUTS' has r_hat")  # a short run, not judged
+def test_setup_passes_count_each_chains_start():
+    """FlyMC draws every row's brightness at each chain's first point: one pass per chain."""
+    model = logistic_model()
+    with model:
+        built = pmm.FlyMC()
+        passes_at_construction = built.minibatch_model.full_data_passes
+        table = pmm.compare({"FlyMC": built}, draws=50, tune=50, chains=2, cores=1, random_seed=4)
+    assert table.loc["FlyMC", "setup_passes"] == passes_at_construction + 2
+    assert table.loc["NUTS", "setup_passes"] == 0
 
 
 def test_plot_compare_draws_densities_and_forest(comparison):

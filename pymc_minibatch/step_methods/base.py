@@ -44,6 +44,9 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
     default_tune_steps = 1000
     stats_dtypes_shapes = {"tune": (bool, [])}
     _state_class = MinibatchStepState
+    #: Passes over all N rows each chain makes before its first step (e.g. FlyMC's draw of
+    #: every row's brightness); the passes made at construction are ``full_data_passes``.
+    setup_passes_per_chain = 0
 
     def __init__(self, vars=None, *, model=None, blocked=True, rng=None):
         model = pm.modelcontext(model)

@@ -5,7 +5,7 @@ from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch.arguments import positive_float
-from pymc_minibatch.bounds import Bounds, metric
+from pymc_minibatch.bounds import BOUND_TOLERANCE, Bounds, metric
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.pcn import (
     RHO_CANDIDATES,
@@ -34,8 +34,6 @@ from pymc_minibatch.step_methods.residuals import (
     SecondOrderResiduals,
 )
 
-#: Relative slack when checking |Delta_i| <= c_i m (rounding in the log-densities).
-BOUND_TOLERANCE = 1e-7
 PROPOSALS = ("auto", "rw", "pcn")
 
 

@@ -70,6 +70,7 @@ class FlyMC(MetropolisStep):
         "n_bright": (np.int64, []),
     }
     _state_class = FlyMCState
+    setup_passes_per_chain = 1  # every row's brightness, drawn at the chain's first point
 
     @renamed_arguments(step_size="proposal_scale")
     def __init__(self, vars=None, *, xi="map", resample_fraction=0.1, **options):

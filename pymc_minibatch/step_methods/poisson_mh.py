@@ -7,15 +7,12 @@ from pymc.blocking import RaveledVars
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_float
-from pymc_minibatch.bounds import GlobalBounds
+from pymc_minibatch.bounds import BOUND_TOLERANCE, GlobalBounds
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.poisson_mh import GlobalRowBounds, poisson_mh_step
 from pymc_minibatch.kernels.random_walk import propose
 from pymc_minibatch.model.lipschitz import derive_global_bounds
 from pymc_minibatch.step_methods.base import MetropolisStep
-
-#: Relative slack when checking lower_i <= l_i(theta) <= upper_i (rounding).
-BOUND_TOLERANCE = 1e-9
 
 
 class PoissonMH(MetropolisStep):

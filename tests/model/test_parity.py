@@ -442,20 +442,6 @@ def test_logp_in_chunks_equals_logp_in_one_piece(case, monkeypatch):
     np.testing.assert_allclose(chunked_grad, whole_grad, rtol=1e-10, atol=1e-10)
 
 
-def test_grad_estimate_particles_equals_grad_estimate_per_particle(case):
-    mm = case.mm
-    thetas = np.stack(case.thetas[:3])
-    idx = case.rng(5).integers(0, N_ROWS, size=17)
-    values, grads = mm.grad_estimate_particles(thetas, idx)
-    for theta, value, grad in zip(thetas, values, grads, strict=True):
-        expected_value, expected_grad = mm.grad_estimate(theta, idx)
-        # one vectorised graph against M calls: equal up to rounding
-        np.testing.assert_allclose(value, expected_value, rtol=1e-10)
-        np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
-    with pytest.raises(ValueError, match="shape"):
-        mm.grad_estimate_particles(thetas[0], idx)
-
-
 def test_grad_estimate_rejects_an_empty_batch(case):
     with pytest.raises(ValueError, match="at least one row"):
         case.mm.grad_estimate(case.thetas[0], np.array([], dtype=np.int64))

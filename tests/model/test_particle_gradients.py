@@ -101,13 +101,24 @@ BUILDERS = {
 }  # fmt: skip
 
 
+#: The model the default tier checks (transformed, ``pm.Data`` with dims, two observed
+#: variables); the other models compile for minutes on a cold cache and run in the slow tier.
+DEFAULT_MODEL = "data_dims_two_observed"
+
+
+class _Adapters(dict):
+    """Each model's ``MinibatchModel``, built on first use and kept (with its compiled
+    functions) for the module."""
+
+    def __missing__(self, name):
+        seed = 31 + list(BUILDERS).index(name)
+        adapter = self[name] = pmm.MinibatchModel(BUILDERS[name](np.random.default_rng(seed)))
+        return adapter
+
+
 @pytest.fixture(scope="module")
 def adapters():
-    """Each model's ``MinibatchModel``, built once (its compiled functions are kept)."""
-    return {
-        name: pmm.MinibatchModel(build(np.random.default_rng(seed)))
-        for seed, (name, build) in enumerate(BUILDERS.items(), start=31)
-    }
+    return _Adapters()
 
 
 def one_at_a_time(mm, thetas, idx):
@@ -122,7 +133,11 @@ def jittered_thetas(mm, n_particles, rng):
 
 # ---- equality with the per-particle loop ------------------------------------------------------
 @pytest.mark.parametrize(("n_particles", "batch_size"), [(6, 40), (1, 40), (6, 1)])
-@pytest.mark.parametrize("name", list(BUILDERS))
+@pytest.mark.parametrize(
+    "name",
+    [name if name == DEFAULT_MODEL else pytest.param(name, marks=pytest.mark.slow)
+     for name in BUILDERS],
+)  # fmt: skip
 def test_vectorised_equals_one_particle_at_a_time(adapters, name, n_particles, batch_size):
     mm = adapters[name]
     rng = np.random.default_rng([n_particles, batch_size])
@@ -138,14 +153,14 @@ def test_vectorised_equals_one_particle_at_a_time(adapters, name, n_particles, b
 
 
 def test_no_particles_give_empty_results(adapters):
-    mm = adapters["mixture"]
+    mm = adapters[DEFAULT_MODEL]
     values, grads = mm.grad_estimate_particles(np.empty((0, mm.ndim)), np.arange(10))
     assert values.shape == (0,)
     assert grads.shape == (0, mm.ndim)
 
 
 def test_bad_arguments_are_refused(adapters):
-    mm = adapters["linear_regression"]
+    mm = adapters[DEFAULT_MODEL]
     with pytest.raises(ValueError, match="shape"):
         mm.grad_estimate_particles(np.zeros(mm.ndim), np.arange(10))
     with pytest.raises(ValueError, match="shape"):
@@ -233,7 +248,7 @@ def test_shared_variables_are_read_at_each_call():
 
 
 def test_pickle_round_trip_after_use(adapters):
-    mm = adapters["poisson_regression"]
+    mm = adapters[DEFAULT_MODEL]
     rng = np.random.default_rng(8)
     thetas = jittered_thetas(mm, 5, rng)
     idx = rng.integers(0, N_ROWS, size=25)
@@ -246,7 +261,7 @@ def test_pickle_round_trip_after_use(adapters):
 
 # ---- control variates -------------------------------------------------------------------------
 def test_control_variate_particles_equal_one_point_at_a_time(adapters):
-    mm = adapters["varying_intercepts"]
+    mm = adapters[DEFAULT_MODEL]
     rng = np.random.default_rng(9)
     estimate = ControlVariateGradients(mm, jittered_thetas(mm, 1, rng)[0])
     thetas = jittered_thetas(mm, 5, rng)

@@ -17,6 +17,9 @@ from pymc_minibatch._compat import posterior
 from pymc_minibatch.model.taylor import SecondOrderExpansion
 from tests.quadrature import GridMarginal, agreement, grid_marginals_2d
 
+# minutes of sampling: run once in CI, in the slow tier (see .ci/run)
+pytestmark = pytest.mark.slow
+
 # (step factory, draws per chain): TFMH's factorised acceptance forces far smaller steps
 SAMPLERS = {
     "FullMH": (lambda: pmm.FullMH(), 6000),

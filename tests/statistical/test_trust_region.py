@@ -22,6 +22,9 @@ from tests.mcse import ess, mcse_mean, mcse_sd
 from tests.quadrature import GridMarginal, grid_marginals_2d
 from tests.statistical.test_exactness import CHAINS, TUNE, _worst
 
+# minutes of sampling: run once in CI, in the slow tier (see .ci/run)
+pytestmark = pytest.mark.slow
+
 DRAWS = 6000
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import sample_stats
-from pymc_minibatch.step_methods.bounded import BOUND_TOLERANCE
+from pymc_minibatch.bounds import BOUND_TOLERANCE
 
 RNG = np.random.default_rng(8)
 X = RNG.normal(size=(3000, 2))
