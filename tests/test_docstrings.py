@@ -104,6 +104,7 @@ def _run_module_doctests(module_name):
     return runner.summarize(verbose=False), "".join(report)
 
 
+@pytest.mark.slow  # compiles every example's model: run once in CI (see .ci/run)
 @pytest.mark.parametrize("module_name", modules_with_public_names())
 def test_doctests(module_name):
     (failed, attempted), report = _run_module_doctests(module_name)

@@ -95,6 +95,7 @@ VARIANTS = {
 }
 
 
+@pytest.mark.slow  # minutes of compilation on a cold cache: run once in CI (see .ci/run)
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_variant_matches_pymc(name):
     model = VARIANTS[name]()
