@@ -6,6 +6,8 @@ variables sampled by other steps (``ArrayStepShared``), the per-chain RNG hand-o
 Metropolis-type steps the step-size adaptation during tuning.
 """
 
+import functools
+
 import numpy as np
 import pymc as pm
 from pymc.blocking import RaveledVars
@@ -38,7 +40,18 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
     ``_state_class``. Every field of the state class is per-chain: PyMC saves it before
     the first chain and restores it before each later chain, so nothing tuned in one chain
     reaches the next. Never selected automatically by ``pm.sample``: pass it as ``step=``.
+
+    Construction has one order for every subclass: its ``__init__`` checks and stores its
+    own configuration, calls ``super().__init__`` (which builds the adapter and what the
+    base classes need from the full data), then does its own setup. ``reset_tuning`` runs
+    once, after the outermost ``__init__`` has returned, so it may read anything any
+    ``__init__`` set; no ``__init__`` calls it.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _reset_tuning_when_built(cls.__dict__["__init__"])
 
     default_blocked = True
     default_tune_steps = 1000
@@ -64,11 +77,31 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
         return Competence.INCOMPATIBLE
 
 
+def _reset_tuning_when_built(init):
+    """``init``, followed by ``reset_tuning()`` when it is the outermost constructor call of
+    the instance (the subclasses' ``super().__init__`` calls run inside it)."""
+
+    @functools.wraps(init)
+    def construct(self, *args, **kwargs):
+        if self.__dict__.get("_under_construction"):
+            init(self, *args, **kwargs)
+            return
+        self._under_construction = True
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            del self._under_construction
+        self.reset_tuning()
+
+    return construct
+
+
 @dataclass_state
 class MetropolisStepState(MinibatchStepState):
     proposal_scale: float
     adaptation: DualAveragingState
     started: bool
+    last_evaluation: tuple | None
 
 
 class MetropolisStep(MinibatchStep):
@@ -128,12 +161,32 @@ class MetropolisStep(MinibatchStep):
             default_scale = 2.38 / np.sqrt(ndim * n_data)
         proposal_scale = positive_float("proposal_scale", proposal_scale, allow_none=True)
         self.initial_proposal_scale = default_scale if proposal_scale is None else proposal_scale
-        self.reset_tuning()
 
     def reset_tuning(self):
         self.proposal_scale = self.initial_proposal_scale
         self.adaptation = dual_averaging_init(self.initial_proposal_scale)
         self.started = False
+        self.last_evaluation = None
+
+    def remember(self, theta, value):
+        """Keep ``value``, computed at ``theta``, for the next step: the one evaluation cache
+        of the Metropolis steps (the log posterior, the log prior or a batch estimate at the
+        current point, so that a rejected proposal costs no re-evaluation)."""
+        self.last_evaluation = (np.array(theta, copy=True), self._other_steps_values(), value)
+
+    def recall(self, theta):
+        """The value :meth:`remember` kept at ``theta``, or ``None`` if the chain has moved,
+        or if another step of a ``CompoundStep`` has changed the variables this step does not
+        sample (the value depends on them)."""
+        if self.last_evaluation is None:
+            return None
+        point, others, value = self.last_evaluation
+        current = self._other_steps_values()
+        unchanged = all(np.array_equal(others[name], current[name]) for name in current)
+        return value if unchanged and np.array_equal(point, theta) else None
+
+    def _other_steps_values(self):
+        return {name: var.get_value() for name, var in self.shared.items()}
 
     def chain_start(self, q0):
         """``q0``, except at a chain's first step with the Laplace proposal: then a draw of

@@ -104,7 +104,6 @@ class BoundedMinibatchStep(MetropolisStep):
                 raise ValueError("proposal='pcn' moves with the Laplace covariance: leave "
                                  "proposal_cov='laplace'")  # fmt: skip
         self.proposal = proposal
-        self.reset_tuning()
 
     def __repr__(self):
         rho = "tuned" if self.fixed_rho is None else self.fixed_rho
@@ -120,7 +119,7 @@ class BoundedMinibatchStep(MetropolisStep):
         super().reset_tuning()
         self.rho_search = rho_search_init()
         self.rho = RHO_CANDIDATES[0] if self.fixed_rho is None else self.fixed_rho
-        if getattr(self, "proposal", None) == "pcn":
+        if self.proposal == "pcn":
             self._set_rho(self.rho)
 
     def stop_tuning(self):
@@ -179,7 +178,7 @@ class BoundedMinibatchStep(MetropolisStep):
             )
         if info.accepted:
             theta = proposal
-            self._last_logprior = (proposal, logprior_proposal)
+            self.remember(proposal, logprior_proposal)
         if self.proposal == "rw":
             self.adapt_proposal_scale(info.accept)
         return RaveledVars(theta, q0.point_map_info), [stats]
@@ -223,13 +222,10 @@ class BoundedMinibatchStep(MetropolisStep):
         return {}
 
     def _current_logprior(self, theta):
-        # reuse the accepted proposal's log-prior unless another step of a CompoundStep may
-        # have moved the variables this step does not sample
-        last = getattr(self, "_last_logprior", None)
-        if last is not None and not self.shared and np.array_equal(last[0], theta):
-            return last[1]
-        value = self.minibatch_model.logprior(theta)
-        self._last_logprior = (theta.copy(), value)
+        value = self.recall(theta)
+        if value is None:
+            value = self.minibatch_model.logprior(theta)
+            self.remember(theta, value)
         return value
 
 

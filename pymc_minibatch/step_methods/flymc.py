@@ -104,7 +104,6 @@ class FlyMC(MetropolisStep):
         else:
             self.bound = jaakkola_jordan(xi_rows, predictor.observed)
         self.collapsed_bound = collapse(self.bound, self.offset, self.design)
-        self.bright = None
 
     def reset_tuning(self):
         super().reset_tuning()

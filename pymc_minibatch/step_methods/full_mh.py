@@ -58,15 +58,11 @@ class FullMH(MetropolisStep):
             self.proposal_scale,
             self.proposal_chol,
         )
-        self._last_state = state
+        self.remember(state.position, state)
         stats = {**self.metropolis_stats(info), "batch_size": model.n_data}
         self.adapt_proposal_scale(info.accept)
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
     def _current_state(self, theta):
-        # The previous step's log posterior is still valid unless another step of a
-        # CompoundStep may have moved the variables this step does not sample.
-        last = getattr(self, "_last_state", None)
-        if last is not None and not self.shared and np.array_equal(last.position, theta):
-            return last
-        return RWState(theta, self.minibatch_model.logp(theta))
+        state = self.recall(theta)
+        return RWState(theta, self.minibatch_model.logp(theta)) if state is None else state

@@ -9,7 +9,6 @@ from pymc_minibatch.arguments import positive_int
 from pymc_minibatch.kernels.mint import (
     CyclicSchedule,
     MintConfig,
-    MintState,
     MintTarget,
     cyclic_draw,
     cyclic_step_sizes,
@@ -27,12 +26,6 @@ def _former_step_size(step_size, kwargs):
     if kwargs.get("proposal") == "sgld" and np.isfinite(step_size) and step_size > 0:
         return float(np.sqrt(step_size))
     return step_size
-
-
-@dataclass_state
-class MINTState(MetropolisStepState):
-    cached: MintState | None
-    cached_shared: dict | None
 
 
 class MINT(MetropolisStep):
@@ -126,7 +119,6 @@ class MINT(MetropolisStep):
         "batch_size": (np.int64, []),
         "temperature": (np.float64, []),
     }
-    _state_class = MINTState
 
     @renamed_arguments(step_size=("proposal_scale", _former_step_size))
     def __init__(
@@ -171,7 +163,6 @@ class MINT(MetropolisStep):
         if proposal_scale is None and self.laplace is None:
             # the tempered posterior is sqrt(T) times wider than the base default assumes
             self.initial_proposal_scale = 2.38 * np.sqrt(self.temperature / (mm.ndim * mm.n_data))
-            self.reset_tuning()
 
     @property
     def temperature(self):
@@ -187,11 +178,6 @@ class MINT(MetropolisStep):
     def tau(self):
         """``tau = log(batch_size) / (2 log n)``."""
         return self.settings.tau
-
-    def reset_tuning(self):
-        super().reset_tuning()
-        self.cached = None
-        self.cached_shared = None
 
     def annotate(self, idata):
         """Write the tempering settings into the posterior's attrs; returns ``idata``."""
@@ -218,7 +204,7 @@ class MINT(MetropolisStep):
             self.proposal_scale,
             self.proposal_chol,
         )
-        self.cached = new_state
+        self.remember(new_state.position, new_state)
         stats = {
             **self.metropolis_stats(info),
             "batch_size": self.batch_size,
@@ -228,19 +214,12 @@ class MINT(MetropolisStep):
         return RaveledVars(new_state.position, q0.point_map_info), [stats]
 
     def _current_state(self, theta):
-        # the stored estimate belongs to theta and to the values of the variables other
-        # steps sample; if either changed, draw a fresh batch for the current point
-        shared = {name: var.get_value() for name, var in self.shared.items()}
-        cached = self.cached
-        if (
-            cached is not None
-            and np.array_equal(cached.position, theta)
-            and self.cached_shared is not None
-            and all(np.array_equal(shared[k], v) for k, v in self.cached_shared.items())
-        ):
-            return cached
-        self.cached_shared = shared
-        return mint_evaluate(self.rng, theta.copy(), self._target(), self.config)
+        # the kept estimate, unless theta or the variables other steps sample changed: then
+        # a fresh batch for the current point
+        state = self.recall(theta)
+        if state is None:
+            state = mint_evaluate(self.rng, theta.copy(), self._target(), self.config)
+        return state
 
     def _target(self):
         # the random walk needs no gradients: the cheaper functions without them
@@ -255,7 +234,7 @@ class MINT(MetropolisStep):
 
 
 @dataclass_state
-class CMINTState(MINTState):
+class CMINTState(MetropolisStepState):
     draws_taken: int
     schedule: CyclicSchedule | None
 

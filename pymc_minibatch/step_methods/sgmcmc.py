@@ -149,7 +149,6 @@ class SGMCMC(MinibatchStep):
             _resample_period("momentum_resample_every", momentum_resample_every, initial_step),
             _resample_period("thermostat_resample_every", thermostat_resample_every, initial_step),
         )
-        self.reset_tuning()
 
     @property
     def momentum_resample_every(self):

@@ -69,6 +69,24 @@ def test_stats_match_declarations_and_emit_tune(model, sampler):
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=_name)
+def test_tuning_is_reset_once_after_construction(model, sampler, monkeypatch):
+    """``reset_tuning`` runs once, after every ``__init__`` of the class chain returned."""
+    cls = sampler.func
+    calls = []
+    reset_tuning = cls.reset_tuning
+
+    def recording(step):
+        calls.append(step.__dict__.get("_under_construction", False))
+        reset_tuning(step)
+
+    monkeypatch.setattr(cls, "reset_tuning", recording)
+    with model:
+        step = sampler(rng=0)
+    assert calls == [False]  # once, and not while any __init__ was still running
+    assert "_under_construction" not in step.__dict__
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=_name)
 def test_sampling_state_round_trip_restores_the_chain(model, sampler):
     with model:
         step = sampler(rng=0)

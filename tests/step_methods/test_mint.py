@@ -47,15 +47,15 @@ def test_stored_estimate_is_reused_after_rejection_and_replaced_on_acceptance(no
     assert len(calls) == 2  # the first step evaluates the current point too
     outcomes = set()
     for _ in range(100):
-        before = step.cached
+        before = step.last_evaluation[-1]
         calls.clear()
         point, [stats] = step.step(point)
         ((proposal, estimate),) = calls  # only the proposal is evaluated
         if stats["accepted"]:
-            np.testing.assert_array_equal(step.cached.position, proposal)
-            assert step.cached.estimate == estimate
+            np.testing.assert_array_equal(step.last_evaluation[-1].position, proposal)
+            assert step.last_evaluation[-1].estimate == estimate
         else:
-            assert step.cached is before
+            assert step.last_evaluation[-1] is before
         outcomes.add(bool(stats["accepted"]))
     assert outcomes == {True, False}
 
