@@ -181,9 +181,11 @@ class MetropolisStep(MinibatchStep):
         if self.last_evaluation is None:
             return None
         point, others, value = self.last_evaluation
+        if not np.array_equal(point, theta):  # before copying the other steps' values
+            return None
         current = self._other_steps_values()
         unchanged = all(np.array_equal(others[name], current[name]) for name in current)
-        return value if unchanged and np.array_equal(point, theta) else None
+        return value if unchanged else None
 
     def _other_steps_values(self):
         return {name: var.get_value() for name, var in self.shared.items()}
