@@ -127,7 +127,7 @@ autodoc_default_options = {
     # PyMC's step-method plumbing, called by pm.sample and not by users
     "exclude-members": "astep, stats_dtypes_shapes, reset_tuning, stop_tuning, competence, "
     "decide, info_stats, metropolis_stats, adapt_proposal_scale, default_step_size, remember, "
-    "recall",
+    "recall, current_logprior",
 }
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True

@@ -141,7 +141,7 @@ class BoundedMinibatchStep(MetropolisStep):
             self._set_rho(RHO_CANDIDATES[searching])
         proposal, exact_diff = self._propose(theta)
         m = metric(self.bounds, theta, proposal, self.metric_indices)
-        logprior_current = self._current_logprior(theta)
+        logprior_current = self.current_logprior(theta)
         logprior_proposal = model.logprior(proposal)
         remainder = self.residuals.remainder(theta, proposal)
         exact_diff += logprior_proposal - logprior_current + remainder
@@ -220,13 +220,6 @@ class BoundedMinibatchStep(MetropolisStep):
 
     def info_stats(self, info):
         return {}
-
-    def _current_logprior(self, theta):
-        value = self.recall(theta)
-        if value is None:
-            value = self.minibatch_model.logprior(theta)
-            self.remember(theta, value)
-        return value
 
 
 def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_region=None):

@@ -102,7 +102,7 @@ class PoissonMH(MetropolisStep):
         model = self.minibatch_model
         theta = q0.data
         proposal = propose(self.rng, theta, self.proposal_scale, self.proposal_chol)
-        logprior_current = model.logprior(theta)
+        logprior_current = self.current_logprior(theta)
         logprior_proposal = model.logprior(proposal)
         bounds = self.bounds
 
@@ -134,8 +134,11 @@ class PoissonMH(MetropolisStep):
             "expected_batch_size": info.expected_batch_size,
             "fallback": info.fallback,
         }
+        if info.accepted:
+            theta = proposal
+            self.remember(proposal, logprior_proposal)
         self.adapt_proposal_scale(info.accept)
-        return RaveledVars(proposal if info.accepted else theta, q0.point_map_info), [stats]
+        return RaveledVars(theta, q0.point_map_info), [stats]
 
 
 def _resolve_global_bounds(bounds, minibatch_model):

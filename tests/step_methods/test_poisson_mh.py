@@ -134,3 +134,19 @@ def test_loose_bounds_warn_and_fall_back_to_full_data():
     with model, warnings.catch_warnings():
         warnings.simplefilter("error")
         pmm.PoissonMH(fallback=False)
+
+
+def test_log_prior_of_the_current_point_is_reused(boxed_logistic):
+    with boxed_logistic:
+        step = pmm.PoissonMH(lam=300.0, rng=4)
+    step.tune = False
+    evaluated, original = [], step.minibatch_model.logprior
+    step.minibatch_model.logprior = lambda theta: evaluated.append(theta) or original(theta)
+    point, _ = step.step(boxed_logistic.initial_point())  # evaluates the current point too
+    outcomes = set()
+    for _ in range(60):
+        evaluated.clear()
+        point, [stats] = step.step(point)
+        assert len(evaluated) == 1  # only the proposal
+        outcomes.add(bool(stats["accepted"]))
+    assert outcomes == {True, False}
