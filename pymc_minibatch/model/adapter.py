@@ -702,7 +702,7 @@ class MinibatchModel:
         # value variables of transformed RVs ("sigma_log__") are not among model's named vars
         by_name = {value.name: value for value in model.value_vars}
         value_vars = [by_name[name] for name in state["var_names"]]
-        data = {name: unpickled_rows(array) for name, array in state["data"].items()}
+        data = {name: unpickled_rows(array) for name, array in state.get("data", {}).items()}
         self.__init__(
             model, value_vars, data=data, check=False, mode=state["mode"], _shared=state["shared"]
         )
