@@ -134,6 +134,7 @@ def sample_particles(
     control_variates="auto",
     random_seed=None,
     model=None,
+    data=None,
     progressbar=True,
 ):
     """Approximate the posterior by interacting particles moved with minibatch gradients.
@@ -221,6 +222,10 @@ def sample_particles(
         of flat transformed values (see :class:`MinibatchModel`).
     random_seed : int or numpy.random.Generator, optional
     model : pymc.Model, optional
+    data : dict, optional
+        Arrays to read the rows from instead of the model's data (``{name: array}``, by
+        ``pm.Data`` or observed-variable name; N comes from the arrays): see
+        :class:`MinibatchModel`.
     progressbar : bool, default True
 
     Returns
@@ -291,7 +296,7 @@ def sample_particles(
     settings = _validate(
         method, n_particles, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg
     )
-    minibatch_model = MinibatchModel(model)
+    minibatch_model = MinibatchModel(model, data=data)
     discrete = sorted(set(v.name for v in model.value_vars) - set(minibatch_model.var_names))
     if discrete:
         raise ValueError(

@@ -24,7 +24,12 @@ from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch.exceptions import NonFactorizableError
 from pymc_minibatch.model.graph import build_row_graph
 from pymc_minibatch.model.laplace import fit_laplace
-from pymc_minibatch.model.rows import RowSource
+from pymc_minibatch.model.rows import (
+    RowSource,
+    picklable_rows,
+    resolve_data_sources,
+    unpickled_rows,
+)
 from pymc_minibatch.model.validation import (
     refuse_imputed_observations,
     refuse_non_finite_rows,
@@ -55,6 +60,16 @@ class MinibatchModel:
         continuous free variables. The others enter as shared values which a step method
         refreshes from the current point before each step (as PyMC's ``ArrayStepShared``
         does), so samplers built on this class work inside a ``CompoundStep``.
+    data : dict, optional
+        ``{name: array}``: read the rows of the named data from ``array`` instead of the
+        model, for data too large to hand to PyMC (which copies what a model holds into
+        memory). ``name`` is a ``pm.Data`` variable or an observed variable (its observed
+        values); ``array`` an ``np.ndarray`` or ``np.memmap`` (read only at the rows used)
+        with the model's array's shape beyond the leading axis and a dtype that casts to
+        its dtype. Declare the model on a placeholder (e.g. the first 1000 rows, every
+        row-axis array the same length) and pass every row-axis array here: N is the
+        arrays' row count. PyMC itself still sees the placeholder, so deterministics and
+        posterior predictive draws that use the rows are on the placeholder's rows.
     check : bool, default True
         Confirm at construction that per-row values do not depend on which other rows are
         in the batch (catches lags and reductions over rows that structure alone misses),
@@ -92,7 +107,7 @@ class MinibatchModel:
     The examples of the methods continue this one (``np``, ``model`` and ``mm``).
     """
 
-    def __init__(self, model=None, vars=None, *, check=True, mode=None, _shared=None):
+    def __init__(self, model=None, vars=None, *, data=None, check=True, mode=None, _shared=None):
         model = pm.modelcontext(model)
         if check:  # first: imputed rows would fail later with an unrelated shape error
             refuse_imputed_observations(model)
@@ -107,10 +122,12 @@ class MinibatchModel:
         self.ndim = int(sum(np.size(self._initial_point[n]) for n in self.var_names))
 
         graph = build_row_graph(model)
-        self.n_data = graph.n_data
+        self.data = dict(data or {})
+        """The ``data=`` arrays, by name (empty when the rows are the model's own)."""
+        sources, self.n_data = resolve_data_sources(model, graph.roots, graph.n_data, self.data)
         self.row_term_names = graph.row_term_names
         self.uses_pm_minibatch = graph.uses_pm_minibatch
-        self._rows = RowSource(graph.roots, graph.n_data)
+        self._rows = RowSource(graph.roots, self.n_data, sources)
         self._row_inputs = graph.row_inputs
         self._row_graph = graph
 
@@ -677,6 +694,7 @@ class MinibatchModel:
             "var_names": self.var_names,
             "mode": self.mode,
             "shared": self.shared,
+            "data": {name: picklable_rows(array) for name, array in self.data.items()},
         }
 
     def __setstate__(self, state):
@@ -684,7 +702,10 @@ class MinibatchModel:
         # value variables of transformed RVs ("sigma_log__") are not among model's named vars
         by_name = {value.name: value for value in model.value_vars}
         value_vars = [by_name[name] for name in state["var_names"]]
-        self.__init__(model, value_vars, check=False, mode=state["mode"], _shared=state["shared"])
+        data = {name: unpickled_rows(array) for name, array in state.get("data", {}).items()}
+        self.__init__(
+            model, value_vars, data=data, check=False, mode=state["mode"], _shared=state["shared"]
+        )
 
 
 def _vectorised_over_theta(inputs, outputs, check_bounds):

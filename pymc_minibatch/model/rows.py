@@ -5,6 +5,9 @@ inputs, so large data is never baked into a compiled function and ``np.memmap`` 
 are read only at the rows a sampler touches.
 """
 
+import mmap
+from typing import NamedTuple
+
 import numpy as np
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
@@ -39,23 +42,30 @@ class RowSource:
         Constants or shared variables (``pm.Data``) whose leading axis is the row axis.
     n_data : int
         Number of rows N.
+    sources : dict, optional
+        Arrays that replace some roots' values (``{root: array}``, see
+        :func:`resolve_data_sources`): the model holds a placeholder there, and rows are
+        read from the array.
     """
 
-    def __init__(self, roots, n_data):
+    def __init__(self, roots, n_data, sources=None):
         self.roots = list(roots)
         self.n_data = int(n_data)
-        # constants never change: keep their arrays; pm.Data values are re-read per call
-        self._constant_arrays = (
-            [r.data for r in self.roots]
-            if all(isinstance(r, Constant) for r in self.roots)
-            else None
-        )
+        self.sources = dict(sources or {})
+        self._dtypes = [r.type.dtype for r in self.roots]
+        # constants and sources never change: keep their arrays; pm.Data values are
+        # re-read per call
+        fixed = all(isinstance(r, Constant) or r in self.sources for r in self.roots)
+        self._fixed_arrays = [self._array(r) for r in self.roots] if fixed else None
+
+    def _array(self, root):
+        return self.sources[root] if root in self.sources else root_value(root)
 
     def arrays(self):
         """The current full arrays (``pm.set_data`` changes are seen), without copying."""
-        if self._constant_arrays is not None:
-            return self._constant_arrays
-        arrays = [root_value(r) for r in self.roots]
+        if self._fixed_arrays is not None:
+            return self._fixed_arrays
+        arrays = [self._array(r) for r in self.roots]
         for root, arr in zip(self.roots, arrays, strict=True):
             if arr.shape[0] != self.n_data:
                 raise ValueError(
@@ -72,10 +82,121 @@ class RowSource:
         ``np.take`` rather than ``a[idx]``: on random rows of a large array it is about 2.5
         times faster (33 against 82 us for 1000 of 10^6 rows of 10 floats).
         """
-        return [np.asarray(np.take(a, idx, axis=0)) for a in self.arrays()]
+        return [
+            np.asarray(np.take(a, idx, axis=0), dtype=dtype)
+            for a, dtype in zip(self.arrays(), self._dtypes, strict=True)
+        ]
 
     def chunks(self, chunk_rows):
         """All rows in contiguous slices of at most ``chunk_rows`` (views, no copies)."""
         arrays = self.arrays()
         for start in range(0, self.n_data, chunk_rows):
-            yield [np.asarray(a[start : start + chunk_rows]) for a in arrays]
+            yield [
+                np.asarray(a[start : start + chunk_rows], dtype=dtype)
+                for a, dtype in zip(arrays, self._dtypes, strict=True)
+            ]
+
+
+def resolve_data_sources(model, roots, placeholder_rows, data):
+    """Match the arrays of ``data=`` to the model's row-axis data; return them and N.
+
+    Parameters
+    ----------
+    model : pm.Model
+    roots : list of TensorVariable
+        The model's data on the row axis (``RowGraph.roots``).
+    placeholder_rows : int
+        Their common leading length in the model.
+    data : dict or None
+        ``{name: array}``, ``name`` a ``pm.Data`` variable or an observed variable (its
+        observed values) of ``model``; ``array`` an ``np.ndarray`` or ``np.memmap`` whose
+        leading axis holds the rows and whose other axes match the model's array.
+
+    Returns
+    -------
+    (dict, int)
+        ``{root: array}`` and the number of rows N (``placeholder_rows`` without ``data``).
+
+    Raises
+    ------
+    ValueError
+        Naming an entry that is not on the row axis, has other trailing axes or another
+        row count than the rest, or a row-axis array left out while N changes.
+    TypeError
+        If an array is not an ``np.ndarray``.
+    """
+    if not data:
+        return {}, placeholder_rows
+    by_name = _roots_by_name(model, roots)
+    sources = {}
+    for name, array in data.items():
+        if name not in by_name:
+            raise ValueError(
+                f"data={{{name!r}: ...}}: '{name}' is not data on the row axis of the "
+                f"likelihood; the row-axis data are {sorted(by_name)}"
+            )
+        if not isinstance(array, np.ndarray):
+            raise TypeError(
+                f"data['{name}'] must be an np.ndarray or np.memmap, got {type(array).__name__}"
+            )
+        root = by_name[name]
+        if not np.can_cast(array.dtype, root.type.dtype, casting="same_kind"):
+            raise TypeError(
+                f"data['{name}'] has dtype {array.dtype}; the model's '{name}' is "
+                f"{root.type.dtype}, which it cannot be cast to"
+            )
+        expected = root_value(root).shape[1:]
+        if array.ndim < 1 or array.shape[1:] != expected:
+            raise ValueError(
+                f"data['{name}'] has shape {array.shape}; the model's '{name}' has "
+                f"{root_value(root).shape}: the shapes must agree beyond the leading (row) axis"
+            )
+        sources[root] = array
+    lengths = {name: len(array) for name, array in data.items()}
+    n_data = next(iter(lengths.values()))
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"the arrays of data= have different row counts: {lengths}")
+    left_out = [name for name, root in by_name.items() if root not in sources]
+    if n_data != placeholder_rows and left_out:
+        raise ValueError(
+            f"data= gives {n_data} rows, but {left_out} keep the model's {placeholder_rows}: "
+            "pass every row-axis array in data="
+        )
+    return sources, n_data
+
+
+def _roots_by_name(model, roots):
+    """``{name: root}``: each root under its own name and the observed variables' names."""
+    by_name = {root.name: root for root in roots if root.name}
+    for rv in model.observed_RVs:
+        value = model.rvs_to_values[rv]
+        if value in roots:
+            by_name[rv.name] = value
+    return by_name
+
+
+class MemmapFile(NamedTuple):
+    """How to reopen a read-only ``np.memmap`` (what a pickled adapter carries)."""
+
+    filename: str
+    dtype: np.dtype
+    shape: tuple
+    offset: int
+    order: str
+
+
+def picklable_rows(array):
+    """``array``, or a :class:`MemmapFile` for a file-backed ``np.memmap``: pickling a memmap
+    copies every row into the pickle (and into each process ``pm.sample`` starts)."""
+    if isinstance(array, np.memmap) and isinstance(array.base, mmap.mmap) and array.filename:
+        order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
+        return MemmapFile(array.filename, array.dtype, array.shape, array.offset, order)
+    return array
+
+
+def unpickled_rows(value):
+    """The array :func:`picklable_rows` stood for (a memmap is reopened read-only)."""
+    if isinstance(value, MemmapFile):
+        return np.memmap(value.filename, dtype=value.dtype, mode="r", shape=value.shape,
+                         offset=value.offset, order=value.order)  # fmt: skip
+    return value

@@ -61,9 +61,9 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
     #: every row's brightness); the passes made at construction are ``full_data_passes``.
     setup_passes_per_chain = 0
 
-    def __init__(self, vars=None, *, model=None, blocked=True, rng=None):
+    def __init__(self, vars=None, *, model=None, data=None, blocked=True, rng=None):
         model = pm.modelcontext(model)
-        self.minibatch_model = MinibatchModel(model, vars)
+        self.minibatch_model = MinibatchModel(model, vars, data=data)
         self.tune = True
         super().__init__(
             self.minibatch_model.value_vars, self.minibatch_model.shared, blocked=blocked, rng=rng
@@ -139,10 +139,11 @@ class MetropolisStep(MinibatchStep):
         proposal_cov="laplace",
         target_accept=0.25,
         model=None,
+        data=None,
         blocked=True,
         rng=None,
     ):
-        super().__init__(vars, model=model, blocked=blocked, rng=rng)
+        super().__init__(vars, model=model, data=data, blocked=blocked, rng=rng)
         ndim, n_data = self.minibatch_model.ndim, self.minibatch_model.n_data
         if not 0.0 < target_accept < 1.0:
             raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")

@@ -31,6 +31,10 @@ class FullMH(MetropolisStep):
     target_accept : float, default 0.25
         Acceptance rate the proposal scale is tuned toward.
     model : pymc.Model, optional
+    data : dict, optional
+        Arrays to read the rows from instead of the model's data (``{name: array}``, by
+        ``pm.Data`` or observed-variable name; N comes from the arrays): see
+        :class:`~pymc_minibatch.MinibatchModel`.
 
     Examples
     --------

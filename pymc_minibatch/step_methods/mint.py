@@ -87,6 +87,10 @@ class MINT(MetropolisStep):
         the space of the constrained values: transform Jacobians are not tempered). With
         False only the likelihood is tempered.
     model : pymc.Model, optional
+    data : dict, optional
+        Arrays to read the rows from instead of the model's data (``{name: array}``, by
+        ``pm.Data`` or observed-variable name; N comes from the arrays): see
+        :class:`~pymc_minibatch.MinibatchModel`.
 
     Notes
     -----
@@ -151,7 +155,7 @@ class MINT(MetropolisStep):
             proposal_scale=proposal_scale,
             proposal_cov=proposal_cov,
             target_accept=target_accept,
-            **options,  # model, blocked, rng
+            **options,  # model, data, blocked, rng
         )
         mm = self.minibatch_model
         self.settings = tempering_settings(mm.n_data, self.batch_size, self._alpha)

@@ -111,10 +111,11 @@ class SGMCMC(MinibatchStep):
         momentum_resample_every=None,
         thermostat_resample_every=None,
         model=None,
+        data=None,
         blocked=True,
         rng=None,
     ):
-        super().__init__(vars, model=model, blocked=blocked, rng=rng)
+        super().__init__(vars, model=model, data=data, blocked=blocked, rng=rng)
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
         self.updates_per_draw = positive_int("updates_per_draw", updates_per_draw)
@@ -281,6 +282,10 @@ _COMMON_PARAMETERS = """
         model's (transformed) parameters, as in the papers, and chains start at PyMC's
         initial point).
     model : pymc.Model, optional
+    data : dict, optional
+        Arrays to read the rows from instead of the model's data (``{name: array}``, by
+        ``pm.Data`` or observed-variable name; N comes from the arrays): see
+        :class:`~pymc_minibatch.MinibatchModel`.
 """
 
 

@@ -98,6 +98,10 @@ class TunaMH(BoundedMinibatchStep):
         Take a full-data MH step when ``lambda >= N`` (exactness is kept, since ``lambda``
         is symmetric in the two points).
     model : pymc.Model, optional
+    data : dict, optional
+        Arrays to read the rows from instead of the model's data (``{name: array}``, by
+        ``pm.Data`` or observed-variable name; N comes from the arrays): see
+        :class:`~pymc_minibatch.MinibatchModel`.
 
     Raises
     ------
