@@ -54,6 +54,7 @@ def free_scale_regression():
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", [ordered_mixture, varying_intercepts, free_scale_regression])
 @pytest.mark.parametrize("sampler", PRESETS)
 def test_sg_defaults_run_on_everyday_models(build, sampler):

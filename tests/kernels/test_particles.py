@@ -107,6 +107,7 @@ def _svgd_on_standard_normal(ndim, n_particles, repulsion=True, steps=1500, step
     return theta
 
 
+@pytest.mark.slow
 def test_svgd_recovers_a_5d_standard_normal_and_fails_without_repulsion():
     """The 20% variance check can fail: without the kernel-gradient term the particles
     collapse onto the mode."""

@@ -194,6 +194,7 @@ def wells_visited(config, period, seed, steps=40_000, h=0.15):
     return len(visited)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sgmgtd_a2_visits_more_wells_than_sgnht(seed):
     sgnht = SGMGTConfig(make_kinetics(0.5, 1.0), 0.0, 0.1, 0.0, 1.0)

@@ -52,6 +52,7 @@ def test_laplace_and_cauchy_and_metric_excludes_unused_coordinates():
     np.testing.assert_array_equal(bounds.metric_indices(mm), mm.theta_indices(["beta"]))
 
 
+@pytest.mark.slow
 def test_negative_binomial_bounds_of_every_order_hold_at_random_points():
     """Plain (``max(y, alpha) ||x||``) and first-order (``(y + alpha) ||x||^2 / 4``) bounds
     on rows far from the mode; the second order is checked with the other families in

@@ -118,6 +118,7 @@ def _ball_point(step, radius, rng):
     return step.bounds.center + step.proposal_chol @ z
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", [1, 2])
 @pytest.mark.parametrize("build", BUILDERS)
 def test_bounds_hold_for_every_row_inside_the_region(build, order):

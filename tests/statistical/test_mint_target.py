@@ -50,6 +50,7 @@ def test_target_is_wider_than_the_tempered_posterior_by_the_stated_amount():
     assert target_var / tempered_var - 1.0 == pytest.approx(0.043, abs=0.002)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("proposal", ["rw", "sgld"])
 def test_mint_draws_match_the_invariant_marginal(proposal):
     with pm.Model():

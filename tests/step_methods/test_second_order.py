@@ -58,6 +58,7 @@ def negative_binomial():
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", [logistic, student_t, cauchy, negative_binomial])
 @pytest.mark.parametrize("distance", [1.0, 5.0, 30.0])
 def test_second_order_bounds_hold_far_from_the_mode(build, distance):
