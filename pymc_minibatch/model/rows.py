@@ -88,7 +88,8 @@ class RowSource:
         ]
 
     def chunks(self, chunk_rows):
-        """All rows in contiguous slices of at most ``chunk_rows`` (views, no copies)."""
+        """All rows in contiguous slices of at most ``chunk_rows`` (views, no copies, except
+        of a ``data=`` array whose dtype is cast to the model's)."""
         arrays = self.arrays()
         for start in range(0, self.n_data, chunk_rows):
             yield [
