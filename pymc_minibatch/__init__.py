@@ -15,6 +15,7 @@ from pymc_minibatch.exceptions import (
     SamplerDivergenceError,
 )
 from pymc_minibatch.model.adapter import MinibatchModel
+from pymc_minibatch.model.chunked import ChunkedRows
 from pymc_minibatch.particles import sample_particles
 from pymc_minibatch.plotting import plot_trace
 from pymc_minibatch.registry import BY_NAME as _SAMPLERS
@@ -27,6 +28,7 @@ __all__ = [
     *SAMPLER_NAMES,
     "BoundViolationError",
     "BoundsUnavailableError",
+    "ChunkedRows",
     "DataValidationError",
     "MinibatchModel",
     "NonFactorizableError",

@@ -5,6 +5,8 @@ plain NumPy out, with ``theta`` the flat vector of PyMC's transformed value vari
 ``DictToArrayBijection`` order (the order of ``vars``).
 """
 
+import functools
+
 import numpy as np
 import pymc as pm
 import pytensor
@@ -22,6 +24,7 @@ from pytensor.graph.rewriting.basic import in2out
 
 from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch.exceptions import NonFactorizableError
+from pymc_minibatch.model.dask_passes import BlockFunction
 from pymc_minibatch.model.graph import build_row_graph
 from pymc_minibatch.model.laplace import fit_laplace
 from pymc_minibatch.model.rows import (
@@ -128,6 +131,8 @@ class MinibatchModel:
         self.row_term_names = graph.row_term_names
         self.uses_pm_minibatch = graph.uses_pm_minibatch
         self._rows = RowSource(graph.roots, self.n_data, sources)
+        self.reads_chunks = bool(self._rows.chunked)
+        """Whether some rows are read chunk by chunk (Zarr, Dask or xarray ``data=``)."""
         self._row_inputs = graph.row_inputs
         self._row_graph = graph
 
@@ -146,6 +151,7 @@ class MinibatchModel:
         self._theta = theta
         self._loglik = self._terms[0] if len(self._terms) == 1 else pt.add(*self._terms)
         self._functions = {}
+        self._block_functions = {}
         self._laplace = None
         self.full_data_passes = 0
         """Passes over all N rows so far (validation, mode search, bounds, fallback steps)."""
@@ -444,6 +450,17 @@ class MinibatchModel:
         value, grad = self._call("log_jacobian_and_grad", self._as_theta(theta))
         return float(value), grad
 
+    def chunk_cache_counts(self):
+        """``(hits, misses)`` of the chunk caches of chunked ``data=`` arrays so far (see
+        :class:`~pymc_minibatch.ChunkedRows`); ``(0, 0)`` without them.
+
+        Examples
+        --------
+        >>> mm.chunk_cache_counts()  # mm's rows are NumPy arrays
+        (0, 0)
+        """
+        return self._rows.cache_counts()
+
     def full_loglik(self, theta):
         """Log-likelihood summed over all N rows (in chunks).
 
@@ -452,12 +469,17 @@ class MinibatchModel:
         >>> round(mm.full_loglik(np.zeros(3)), 2)  # 1000 rows at p = 1/2
         -693.15
         """
-        theta = self._as_theta(theta)
-        self.full_data_passes += 1
-        return sum(
-            float(np.sum(self._call("loglik", theta, *rows)))
-            for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS)
-        )
+        return sum(float(np.sum(values)) for values in self._over_all_rows("loglik", theta))
+
+    def full_loglik_rows(self, theta):
+        """The log-likelihood of each of the N rows (one pass over the data, in chunks).
+
+        Examples
+        --------
+        >>> mm.full_loglik_rows(np.zeros(3)).shape
+        (1000,)
+        """
+        return np.concatenate(self._over_all_rows("loglik", theta))
 
     def logp(self, theta):
         """Full log posterior (unnormalised) over all N rows; equals ``model.compile_logp()``.
@@ -480,14 +502,30 @@ class MinibatchModel:
         (3,)
         """
         theta = self._as_theta(theta)
-        self.full_data_passes += 1
         total, grad = self.logprior_and_grad(theta)
         grad = grad.copy()
-        for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS):
-            values, chunk_grad = self._call("grad_loglik", theta, *rows)
+        for values, chunk_grad in self._over_all_rows("grad_loglik", theta):
             total += float(np.sum(values))
             grad += chunk_grad
         return total, grad
+
+    def _over_all_rows(self, name, theta):
+        """Compiled function ``name`` on each chunk of all N rows, in order: one full-data
+        pass, in this process or through Dask when rows are in chunked arrays."""
+        theta = self._as_theta(theta)
+        self.full_data_passes += 1
+        return self._rows.map_chunks(self._block_function(name), theta, FULL_DATA_CHUNK_ROWS)
+
+    def _block_function(self, name, outputs=None):
+        """The compiled function ``name`` (or of per-row ``outputs``, see
+        :meth:`compile_rows_function`) as a :class:`BlockFunction`, built once."""
+        block_function = self._block_functions.get(name)
+        if block_function is None:
+            build = functools.partial(
+                _compiled_function, name=name, outputs=outputs, row_inputs=self._row_inputs
+            )
+            block_function = self._block_functions[name] = BlockFunction(self, build)
+        return block_function
 
     def find_map(self, theta=None):
         """Posterior mode in ``theta``-space by L-BFGS on the full-data log posterior.
@@ -667,25 +705,31 @@ class MinibatchModel:
         >>> evaluate(np.ones(3), idx=np.arange(2))
         [array([3., 3.])]
         """
-        n_rows = self._row_inputs[0].shape[0]
-        per_row = [pt.broadcast_to(out, (n_rows,)) for out in outputs]
-        values = self.model.replace_rvs_by_values(per_row)
-        joined, theta = join_nonshared_inputs(
-            self._initial_point, values, self.value_vars, self.shared
-        )
-        function = self._compile_function([theta, *self._row_inputs], joined)
+        name = f"rows_function_{len(self._block_functions)}"
+        block_function = self._block_function(name, outputs=list(outputs))
 
         def evaluate(theta_value, idx=None):
-            theta_value = self._as_theta(theta_value)
             if idx is not None:
-                return function(theta_value, *self._rows.gather(idx))
-            self.full_data_passes += 1
-            chunks = [
-                function(theta_value, *rows) for rows in self._rows.chunks(FULL_DATA_CHUNK_ROWS)
-            ]
+                return block_function(self._as_theta(theta_value), *self._rows.gather(idx))
+            chunks = self._over_all_rows(name, theta_value)
             return [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
 
         return evaluate
+
+    def _compile_rows_outputs(self, outputs, row_inputs):
+        """The compiled ``f(theta, *rows)`` of :meth:`compile_rows_function`; ``outputs``
+        refer to ``row_inputs``, the row inputs of this adapter or of the one it was
+        pickled from (which rebuilt its own)."""
+        n_rows = row_inputs[0].shape[0]
+        per_row = [pt.broadcast_to(out, (n_rows,)) for out in outputs]
+        values = self.model.replace_rvs_by_values(per_row)
+        if list(row_inputs) != self._row_inputs:  # after the line above, which needs the RVs
+            values = clone_replace(values, replace=dict(zip(row_inputs, self._row_inputs,
+                                                            strict=True)))  # fmt: skip
+        joined, theta = join_nonshared_inputs(
+            self._initial_point, values, self.value_vars, self.shared
+        )
+        return self._compile_function([theta, *self._row_inputs], joined)
 
     # ---- pickling: compiled functions are rebuilt, shared variables kept -----------------
     def __getstate__(self):
@@ -706,6 +750,19 @@ class MinibatchModel:
         self.__init__(
             model, value_vars, data=data, check=False, mode=state["mode"], _shared=state["shared"]
         )
+
+
+def _compiled_function(minibatch_model, name, outputs, row_inputs):
+    """The adapter's compiled function ``name``, or that of per-row ``outputs`` (over
+    ``row_inputs``), compiled on first use (what a :class:`BlockFunction` builds, in any
+    process)."""
+    function = minibatch_model._functions.get(name)
+    if function is None:
+        function = minibatch_model._functions[name] = (
+            minibatch_model._compile(name) if outputs is None
+            else minibatch_model._compile_rows_outputs(outputs, row_inputs)
+        )  # fmt: skip
+    return function
 
 
 def _vectorised_over_theta(inputs, outputs, check_bounds):

@@ -271,7 +271,7 @@ def derive_global_bounds(minibatch_model):
     for predictor in predictors:
         eta_half_width = 0.5 * np.abs(predictor.design[:, used]) @ (high - low)[used]
         half_width += require_bound(predictor, 1) * eta_half_width
-    loglik_center = mm.loglik(center, np.arange(mm.n_data))
+    loglik_center = mm.full_loglik_rows(center)
     return GlobalBounds(loglik_center - half_width, loglik_center + half_width)
 
 

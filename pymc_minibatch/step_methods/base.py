@@ -68,6 +68,24 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
         super().__init__(
             self.minibatch_model.value_vars, self.minibatch_model.shared, blocked=blocked, rng=rng
         )
+        if self.minibatch_model.reads_chunks:
+            self.stats_dtypes_shapes = {
+                **self.stats_dtypes_shapes, "chunk_cache_hit_rate": (np.float64, [])
+            }
+            self.stats_dtypes = [{k: dtype for k, (dtype, _) in self.stats_dtypes_shapes.items()}]
+
+    def step(self, point):
+        """PyMC's step, plus the statistic ``chunk_cache_hit_rate`` when rows are read from
+        chunked arrays: the fraction of this step's chunk look-ups served from the cache
+        (NaN for a step that read no rows)."""
+        if not self.minibatch_model.reads_chunks:
+            return super().step(point)
+        hits, misses = self.minibatch_model.chunk_cache_counts()
+        new_point, stats = super().step(point)
+        now_hits, now_misses = self.minibatch_model.chunk_cache_counts()
+        looked_up = now_hits + now_misses - hits - misses
+        stats[0]["chunk_cache_hit_rate"] = (now_hits - hits) / looked_up if looked_up else np.nan
+        return new_point, stats
 
     def reset_tuning(self):
         """Restore the untuned settings; called at the start of every chain."""

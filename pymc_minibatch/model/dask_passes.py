@@ -1,0 +1,116 @@
+"""Passes over all rows as Dask computations: one task per block of rows.
+
+When the rows live in Zarr, Dask or xarray arrays, a full-data pass (the mode search's
+objective and gradient, the curvature, per-row bounds, control-variate sums, a fallback
+step) evaluates one of the adapter's compiled functions on each block of rows as a Dask
+task, on Dask's current scheduler: its threads by default, or the workers of a
+``dask.distributed.Client`` when one is active. Each task reads its own rows, so the rows
+never pass through this process. The blocks and the order in which their results are
+added are those of the in-memory pass, so the results are the same to the last bit.
+"""
+
+import threading
+import uuid
+
+import numpy as np
+
+from pymc_minibatch.model.chunked import ChunkedRows
+
+#: Functions restored in this process from a pickled :class:`BlockFunction`, by token: a
+#: worker compiles each once, not once per task.
+_RESTORED = {}
+_RESTORED_LOCK = threading.Lock()
+
+
+class BlockFunction:
+    """One compiled function of a :class:`~pymc_minibatch.MinibatchModel`, callable on a
+    block of rows in this process or, pickled, in a Dask worker's.
+
+    Parameters
+    ----------
+    minibatch_model : MinibatchModel
+    build : callable
+        ``build(minibatch_model)`` returns the compiled function ``f(theta, *rows)``; it is
+        pickled with the adapter, so in another process it compiles there.
+    """
+
+    def __init__(self, minibatch_model, build):
+        self.minibatch_model = minibatch_model
+        self.build = build
+        self.token = uuid.uuid4().hex
+        self._function = None
+        self._payload = None
+        # a compiled PyTensor function keeps its inputs and outputs in its own storage: one
+        # call at a time (Dask's threaded scheduler runs several tasks at once)
+        self._lock = threading.Lock()
+
+    def __call__(self, theta, *rows):
+        with self._lock:
+            if self._function is None:
+                self._function = self.build(self.minibatch_model)
+            return self._function(theta, *rows)
+
+    def __dask_tokenize__(self):
+        return self.token
+
+    def __getstate__(self):
+        # pickled once: each pass sends it again, a worker compiles only the first time
+        if self._payload is None:
+            import cloudpickle
+
+            self._payload = cloudpickle.dumps((self.minibatch_model, self.build))
+        return {"token": self.token, "payload": self._payload}
+
+    def __setstate__(self, state):
+        with _RESTORED_LOCK:
+            restored = _RESTORED.get(state["token"])
+            if restored is None:
+                restored = BlockFunction(*_loads(state["payload"]))
+                restored.token = state["token"]
+                _RESTORED[state["token"]] = restored
+        self.__dict__.update(restored.__dict__)
+
+
+def _loads(payload):
+    import cloudpickle
+
+    return cloudpickle.loads(payload)
+
+
+def map_row_blocks(function, theta, arrays, dtypes, n_data, block_rows):
+    """``[function(theta, *rows of block b) for each block b]`` as Dask tasks.
+
+    ``arrays`` are the row-axis arrays (NumPy, or :class:`ChunkedRows` whose arrays are
+    Zarr, Dask or xarray); each is split into blocks of ``block_rows`` rows and cast to
+    its entry of ``dtypes`` inside the task.
+    """
+    import dask
+
+    blocks = [_dask_rows(array, block_rows) for array in arrays]
+    n_blocks = -(-n_data // block_rows)
+    evaluate = dask.delayed(_evaluate_block, pure=True)
+    shared_function = dask.delayed(function, pure=True)
+    tasks = [
+        evaluate(shared_function, theta, dtypes, *(b.blocks[i] for b in blocks))
+        for i in range(n_blocks)
+    ]
+    return list(dask.compute(*tasks))
+
+
+def _dask_rows(array, block_rows):
+    """``array`` as a Dask array chunked in blocks of ``block_rows`` rows (all columns)."""
+    import dask.array as da
+
+    if isinstance(array, ChunkedRows) and array.kind == "dask":
+        rows = array.array
+    else:  # Zarr and xarray: read along their stored chunks, by ChunkedRows's slicing
+        stored = int(array.boundaries[1]) if isinstance(array, ChunkedRows) else block_rows
+        rows = da.from_array(array, chunks=(stored, *array.shape[1:]), name=False)
+    return rows.rechunk({0: block_rows, **{axis: -1 for axis in range(1, rows.ndim)}})
+
+
+def _evaluate_block(function, theta, dtypes, *rows):
+    # arrays unpickled from a message may be unaligned, which compiled C code refuses
+    theta = np.require(theta, dtype=np.float64, requirements="A")
+    rows = (np.require(r, dtype=d, requirements="A") for r, d in zip(rows, dtypes, strict=True))
+    return function(theta, *rows)
