@@ -9,6 +9,7 @@ import pytest
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
+from pymc_minibatch.model import adapter
 from pymc_minibatch.model.lipschitz import derive_bounds
 
 zarr = pytest.importorskip("zarr")
@@ -22,6 +23,12 @@ RNG = np.random.default_rng(23)
 X = RNG.normal(1.0, 1.0, size=(N_ROWS, 2))
 Y = (RNG.random(N_ROWS) < 1.0 / (1.0 + np.exp(-(1.5 + X @ [0.8, -0.5])))).astype("int64")
 THETA = np.array([1.2, 0.7, -0.4])
+
+
+@pytest.fixture(autouse=True)
+def three_blocks_per_pass(monkeypatch):
+    """Full-data passes in blocks of 1024 rows: three Dask tasks per pass, added in order."""
+    monkeypatch.setattr(adapter, "FULL_DATA_CHUNK_ROWS", 1024)
 
 
 def logistic(X, y):
