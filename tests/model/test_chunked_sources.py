@@ -89,14 +89,22 @@ def test_take_reads_rows_in_any_order_through_a_bounded_cache(stores):
     rows = pmm.ChunkedRows(stores["X"], cache_bytes=2 * CHUNK_ROWS * X.itemsize * 2)
     idx = np.array([2999, 0, 5, 5, 1000, 257, 0, 2999])
     np.testing.assert_array_equal(rows.take(idx), X[idx])
-    # chunks 0, 1, 3, 11 were read, in that order (a chunk is looked up once per batch);
-    # two chunks fit in the cache: 3 and 11 stay
+    # chunks 11, 0, 3, 1 were read (a chunk is looked up once per batch); two fit: 3 and 1
     assert (rows.hits, rows.misses) == (0, 4)
-    np.testing.assert_array_equal(rows.take(np.array([2999, 1000])), X[[2999, 1000]])
+    np.testing.assert_array_equal(rows.take(np.array([1000, 300])), X[[1000, 300]])
     assert (rows.hits, rows.misses) == (2, 4)
     np.testing.assert_array_equal(rows.take(np.array([5])), X[[5]])
     assert (rows.hits, rows.misses) == (2, 5)
-    assert list(rows._cache) == [11, 0]  # 3, the least recently used, was dropped
+    assert list(rows._cache) == [1, 0]  # 3, the least recently used, was dropped
+
+
+def test_large_batches_are_read_chunk_by_chunk(stores):
+    rows = pmm.ChunkedRows(stores["X"])
+    idx = RNG.permutation(N_ROWS)[:500]  # beyond the row-by-row size: grouped by chunk
+    np.testing.assert_array_equal(rows.take(idx), X[idx])
+    assert (rows.hits, rows.misses) == (0, 12)
+    np.testing.assert_array_equal(rows.take(idx[::-1]), X[idx[::-1]])
+    assert (rows.hits, rows.misses) == (12, 12)
 
 
 def test_a_chunk_larger_than_the_cache_is_still_kept(stores):
