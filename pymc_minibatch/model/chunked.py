@@ -133,7 +133,7 @@ class ChunkedRows:
 
     def _take_row_by_row(self, idx, chunk_of_row, out):
         # a small batch touches about one chunk per row: a plain loop beats sorting by chunk
-        # (40 against 145 us for 12 rows of 12 chunks)
+        # (49 against 166 us for 12 random rows of 10^6 in cached 1024-row chunks)
         chunks, offsets = chunk_of_row.tolist(), (idx - self.boundaries[chunk_of_row]).tolist()
         looked_up = {}
         for position, (chunk, offset) in enumerate(zip(chunks, offsets, strict=True)):

@@ -106,7 +106,7 @@ def _dask_rows(array, block_rows):
         return rows.rechunk({0: block_rows, **{axis: -1 for axis in range(1, rows.ndim)}})
     # Zarr, xarray and NumPy: each task reads its block with one slice (Zarr reads the
     # stored chunks under it concurrently); one task per stored chunk would cost a task's
-    # overhead per small chunk (5 s against 0.5 s per pass over 10^6 rows in 1024-row chunks)
+    # overhead per small chunk (4.9 against 2.1 s per pass over 10^6 rows in 1024-row chunks)
     return da.from_array(array, chunks=(block_rows, *array.shape[1:]), name=False)
 
 
