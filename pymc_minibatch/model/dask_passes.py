@@ -6,8 +6,9 @@ step) evaluates one of the adapter's compiled functions on each block of rows as
 task, on Dask's current scheduler: its threads by default, or the workers of a
 ``dask.distributed.Client`` when one is active. Each task reads its own block of rows, so
 no more than a few blocks are in memory at once, and on a cluster the rows never pass
-through this process (only the compiled model, once per worker). The blocks and the order in which their results are
-added are those of the in-memory pass, so the results are the same to the last bit.
+through this process (only the compiled model, once per worker). The blocks and the order
+in which their results are added are those of the in-memory pass, so the results are the
+same to the last bit.
 """
 
 import threading
