@@ -11,17 +11,14 @@ import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.model import adapter
 from pymc_minibatch.model.lipschitz import derive_bounds
+from tests.model.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
 
 zarr = pytest.importorskip("zarr")
 da = pytest.importorskip("dask.array")
 xr = pytest.importorskip("xarray")
 
-N_ROWS = 3000
 CHUNK_ROWS = 256
-PLACEHOLDER_ROWS = 50
 RNG = np.random.default_rng(23)
-X = RNG.normal(1.0, 1.0, size=(N_ROWS, 2))
-Y = (RNG.random(N_ROWS) < 1.0 / (1.0 + np.exp(-(1.5 + X @ [0.8, -0.5])))).astype("int64")
 THETA = np.array([1.2, 0.7, -0.4])
 
 
@@ -29,19 +26,6 @@ THETA = np.array([1.2, 0.7, -0.4])
 def three_blocks_per_pass(monkeypatch):
     """Full-data passes in blocks of 1024 rows: three Dask tasks per pass, added in order."""
     monkeypatch.setattr(adapter, "FULL_DATA_CHUNK_ROWS", 1024)
-
-
-def logistic(X, y):
-    with pm.Model() as model:
-        X_data = pm.Data("X", X)
-        alpha = pm.Normal("alpha", 0.0, 5.0)
-        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
-        pm.Bernoulli("y", logit_p=alpha + X_data @ beta, observed=y)
-    return model
-
-
-def placeholder():
-    return logistic(X[:PLACEHOLDER_ROWS], Y[:PLACEHOLDER_ROWS])
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +43,7 @@ def stores(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def memmap_x(tmp_path_factory):
-    path = tmp_path_factory.mktemp("memmap") / "X.dat"
-    writer = np.memmap(path, dtype=X.dtype, mode="w+", shape=X.shape)
-    writer[:] = X
-    writer.flush()
-    return np.memmap(path, dtype=X.dtype, mode="r", shape=X.shape)
+    return read_only_memmap(tmp_path_factory.mktemp("memmap") / "X.dat", X)
 
 
 def sources(kind, stores, memmap_x):

@@ -8,34 +8,14 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior
 from pymc_minibatch.model.rows import MemmapFile
+from tests.model.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
 
-N_ROWS = 3000
-PLACEHOLDER_ROWS = 50
 RNG = np.random.default_rng(19)
-X = RNG.normal(1.0, 1.0, size=(N_ROWS, 2))
-Y = (RNG.random(N_ROWS) < 1.0 / (1.0 + np.exp(-(1.5 + X @ [0.8, -0.5])))).astype("int64")
-
-
-def logistic(X, y):
-    with pm.Model() as model:
-        X_data = pm.Data("X", X)
-        alpha = pm.Normal("alpha", 0.0, 5.0)
-        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
-        pm.Bernoulli("y", logit_p=alpha + X_data @ beta, observed=y)
-    return model
-
-
-def placeholder():
-    return logistic(X[:PLACEHOLDER_ROWS], Y[:PLACEHOLDER_ROWS])
 
 
 @pytest.fixture(scope="module")
 def x_memmap(tmp_path_factory):
-    path = tmp_path_factory.mktemp("rows") / "X.dat"
-    writer = np.memmap(path, dtype=X.dtype, mode="w+", shape=X.shape)
-    writer[:] = X
-    writer.flush()
-    return np.memmap(path, dtype=X.dtype, mode="r", shape=X.shape)
+    return read_only_memmap(tmp_path_factory.mktemp("rows") / "X.dat", X)
 
 
 @pytest.fixture(scope="module")
