@@ -6,6 +6,8 @@ plain NumPy out, with ``theta`` the flat vector of PyMC's transformed value vari
 """
 
 import functools
+import time
+import uuid
 
 import numpy as np
 import pymc as pm
@@ -154,7 +156,9 @@ class MinibatchModel:
         self._block_functions = {}
         self._laplace = None
         self.full_data_passes = 0
-        """Passes over all N rows so far (validation, mode search, bounds, fallback steps)."""
+        """Passes over all N rows so far (mode search, curvature, bounds, fallback steps)."""
+        self.pass_seconds = []
+        """The wall time of each of these passes, in order."""
         if check:
             refuse_non_finite_rows(self)  # before check(), which NaN rows would fail
             self.check()
@@ -235,6 +239,17 @@ class MinibatchModel:
         return self.theta_from_point(self._initial_point)
 
     # ---- minibatch quantities -----------------------------------------------------------
+    def gather_rows(self, idx):
+        """The data of rows ``idx`` (repeats allowed), one in-memory array per row input:
+        read once, then passed to several evaluations as ``rows=``.
+
+        Examples
+        --------
+        >>> [rows.shape for rows in mm.gather_rows(np.array([0, 2]))]
+        [(2, 3), (2,)]
+        """
+        return self._rows.gather(idx)
+
     def loglik(self, theta, idx):
         """Log-likelihood of rows ``idx`` (repeats allowed) at ``theta``, shape ``(len(idx),)``.
 
@@ -245,8 +260,10 @@ class MinibatchModel:
         """
         return self._call("loglik", self._as_theta(theta), *self._rows.gather(idx))
 
-    def loglik_pair(self, theta, theta2, idx):
+    def loglik_pair(self, theta, theta2, idx=None, *, rows=None):
         """``(loglik(theta, idx), loglik(theta2, idx))`` from one call on the same rows.
+
+        ``rows``: the rows already read by :meth:`gather_rows` (instead of ``idx``).
 
         Examples
         --------
@@ -254,7 +271,8 @@ class MinibatchModel:
         >>> current.shape, proposed.shape
         ((5,), (5,))
         """
-        rows = self._rows.gather(idx)
+        if rows is None:
+            rows = self._rows.gather(idx)
         return tuple(
             self._call("loglik_pair", self._as_theta(theta), self._as_theta(theta2), *rows)
         )
@@ -512,17 +530,38 @@ class MinibatchModel:
     def _over_all_rows(self, name, theta):
         """Compiled function ``name`` on each chunk of all N rows, in order: one full-data
         pass, in this process or through Dask when rows are in chunked arrays."""
-        theta = self._as_theta(theta)
-        self.full_data_passes += 1
-        return self._rows.map_chunks(self._block_function(name), theta, FULL_DATA_CHUNK_ROWS)
+        return self.over_all_rows(self._block_function(name), theta)
 
-    def _block_function(self, name, outputs=None):
-        """The compiled function ``name`` (or of per-row ``outputs``, see
-        :meth:`compile_rows_function`) as a :class:`BlockFunction`, built once."""
+    def over_all_rows(self, function, theta):
+        """``[function(theta, *rows) for each block of rows]``, in order: one full-data pass
+        over blocks of ``FULL_DATA_CHUNK_ROWS`` rows, in this process or as Dask tasks when
+        rows are in chunked arrays (``function`` must then pickle; a
+        :meth:`RowsFunction.block_function` pickles once per pass and compiles once per
+        worker).
+
+        Examples
+        --------
+        >>> evaluate = mm.rows_function([model["beta"].sum()]).block_function()
+        >>> [values[0].shape for values in mm.over_all_rows(evaluate, np.ones(3))]
+        [(1000,)]
+        """
+        theta = self._as_theta(theta)
+        started = time.perf_counter()
+        results = self._rows.map_chunks(function, theta, FULL_DATA_CHUNK_ROWS)
+        self.full_data_passes += 1
+        self.pass_seconds.append(time.perf_counter() - started)
+        return results
+
+    def _block_function(self, name, outputs=None, row_inputs=None):
+        """The compiled function ``name`` (or of per-row ``outputs`` over ``row_inputs``,
+        see :meth:`rows_function`) as a :class:`BlockFunction`, built once."""
         block_function = self._block_functions.get(name)
         if block_function is None:
             build = functools.partial(
-                _compiled_function, name=name, outputs=outputs, row_inputs=self._row_inputs
+                _compiled_function,
+                name=name,
+                outputs=outputs,
+                row_inputs=self._row_inputs if row_inputs is None else row_inputs,
             )
             block_function = self._block_functions[name] = BlockFunction(self, build)
         return block_function
@@ -689,29 +728,40 @@ class MinibatchModel:
         function.trust_input = True
         return function
 
-    def compile_rows_function(self, outputs):
-        """Compile per-row expressions of the model's free variables and rows.
+    def rows_function(self, outputs):
+        """Per-row expressions of the model's free variables and rows, as a picklable
+        :class:`RowsFunction` ``f(theta, *rows)`` (rows from :meth:`gather_rows`).
 
         ``outputs`` are scalars or vectors over the batch, built from the observed
         variables of the row graph (whose parameters refer to free random variables and to
-        the symbolic row inputs). Returns ``evaluate(theta, idx=None)``, giving one array of
-        shape ``(len(idx),)`` per output; ``idx=None`` means all N rows.
+        the symbolic row inputs); ``f`` gives one array of shape ``(len(idx),)`` per output.
 
         Examples
         --------
         A scalar expression of the free variables is broadcast over the rows:
 
+        >>> evaluate = mm.rows_function([model["beta"].sum()])
+        >>> evaluate(np.ones(3), *mm.gather_rows(np.arange(2)))
+        [array([3., 3.])]
+        """
+        return RowsFunction(self, outputs)
+
+    def compile_rows_function(self, outputs):
+        """:meth:`rows_function` read at any rows: ``evaluate(theta, idx=None)`` gives one
+        array of shape ``(len(idx),)`` per output; ``idx=None`` means all N rows (one pass).
+
+        Examples
+        --------
         >>> evaluate = mm.compile_rows_function([model["beta"].sum()])
         >>> evaluate(np.ones(3), idx=np.arange(2))
         [array([3., 3.])]
         """
-        name = f"rows_function_{len(self._block_functions)}"
-        block_function = self._block_function(name, outputs=list(outputs))
+        block_function = self.rows_function(outputs).block_function()
 
         def evaluate(theta_value, idx=None):
             if idx is not None:
                 return block_function(self._as_theta(theta_value), *self._rows.gather(idx))
-            chunks = self._over_all_rows(name, theta_value)
+            chunks = self.over_all_rows(block_function, theta_value)
             return [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
 
         return evaluate
@@ -750,6 +800,30 @@ class MinibatchModel:
         self.__init__(
             model, value_vars, data=data, check=False, mode=state["mode"], _shared=state["shared"]
         )
+
+
+class RowsFunction:
+    """Per-row ``outputs`` of a :class:`MinibatchModel`, compiled on first call:
+    ``f(theta, *rows)`` gives one array per output over the rows (see
+    :meth:`MinibatchModel.rows_function`).
+
+    It pickles with its adapter (in the same pickle, as in a step method sent to a chain's
+    process) and compiles again where it is unpickled.
+    """
+
+    def __init__(self, minibatch_model, outputs):
+        self.minibatch_model = minibatch_model
+        self.outputs = list(outputs)
+        # the graphs refer to these inputs; an unpickled adapter builds its own
+        self.row_inputs = list(minibatch_model._row_inputs)
+        self.name = f"rows_function_{uuid.uuid4().hex}"
+
+    def block_function(self):
+        """The compiled function as a :class:`BlockFunction`, for passes over all rows."""
+        return self.minibatch_model._block_function(self.name, self.outputs, self.row_inputs)
+
+    def __call__(self, theta, *rows):
+        return self.block_function()(theta, *rows)
 
 
 def _compiled_function(minibatch_model, name, outputs, row_inputs):

@@ -34,7 +34,8 @@ A LogNormal with a fixed scale is a Normal location model of ``log y``: exactly 
 ``K_i = 0`` everywhere, no region and no row evaluated.
 
 First-order control variates (SMH-1) use the same region with a bound on the second
-derivative, ``|D^2 f(w)[v, v]| <= K2_i`` (:func:`first_order_bounds`): ``exp(eta_hat + rho)``
+derivative, ``|D^2 f(w)[v, v]| <= K2_i``
+(:func:`pymc_minibatch.model.expansions.first_order_bounds`): ``exp(eta_hat + rho)``
 for the Poisson, the Hessian's Frobenius norm ``s sqrt(1 + 8 E^2 + 4 E^4)`` for the Normal and
 ``(nu + 1) (2 a^2 + a + 3)`` for the Student-t.
 
@@ -45,24 +46,19 @@ both directions and satisfies detailed balance there: the chain targets the exac
 posterior, as with TunaMH's fallback when ``lambda >= N`` (Zhang, Cooper & De Sa 2020).
 """
 
-import functools
-
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.basic import CauchyRV, LogNormalRV, NormalRV, PoissonRV, StudentTRV
 
-from pymc_minibatch.bounds import Bounds
 from pymc_minibatch.exceptions import BoundsUnavailableError
 from pymc_minibatch.model.lipschitz import (
     LOCAL_BOUNDS_REMEDY,
     STUDENT_T_THIRD,
     SUPPORTED,
     SUPPORTED_ON_REGION,
-    _check_linear,
     fixed_family,
 )
-from pymc_minibatch.model.taylor import RowExpansion, predictor_norms, whitening
 
 #: The trust region's radius is ``sqrt(d)`` (the typical ``||z||`` under the Laplace
 #: approximation) plus this many standard deviations.
@@ -93,82 +89,10 @@ class _Spec:
         self.global_family = global_family
 
 
-def row_expansions(minibatch_model, center, random_seed=0):
-    """The :class:`~pymc_minibatch.model.taylor.RowExpansion` of every observed variable at
-    ``center``.
-
-    Raises
-    ------
-    BoundsUnavailableError
-        Naming the observed variable, when its likelihood has no bounded third derivative
-        even on a bounded region, or its predictors are not linear in the sampled values.
-    """
-    mm = minibatch_model
-    graph = mm._row_graph
-    free_rvs = set(mm.model.free_RVs)
-    specs = [
-        _spec(name, rv, value, free_rvs)
-        for name, rv, value in zip(
-            graph.row_term_names, graph.row_rvs, graph.row_values, strict=True
-        )  # fmt: skip
-    ]
-    outputs, layout = [], []
-    for spec in specs:
-        parts = [spec.predictors, spec.slopes, [h for _, _, h in spec.curvatures], spec.extra]
-        layout.append([len(outputs) + sum(len(p) for p in parts[:i]) for i in range(5)])
-        for part in parts:
-            outputs.extend(pt.cast(g, "float64") for g in part)
-    evaluate = mm.compile_rows_function(outputs)
-    theta0 = mm.initial_theta()
-    base = evaluate(theta0)
-    steps = [evaluate(theta0 + unit) for unit in np.eye(mm.ndim)]
-    at_center = evaluate(center)
-    expansions = []
-    for name, spec, offsets in zip(graph.row_term_names, specs, layout, strict=True):
-        designs = []
-        for j in range(len(spec.predictors)):
-            index = offsets[0] + j
-            design = np.stack([step[index] - base[index] for step in steps], axis=1)
-            _check_linear(evaluate, index, theta0, base[index], design, name, random_seed,
-                          _predictor_remedy(spec, j))  # fmt: skip
-            designs.append(design)
-        w_hat = at_center[offsets[0] : offsets[1]]
-        extra = at_center[offsets[3] : offsets[4]]
-        expansions.append(
-            RowExpansion(
-                name=name,
-                designs=tuple(designs),
-                slopes=tuple(at_center[offsets[1] : offsets[2]]),
-                curvatures=tuple(
-                    (j, k, at_center[offsets[2] + n]) for n, (j, k, _) in enumerate(spec.curvatures)
-                ),
-                third=functools.partial(spec.third, w_hat, extra),
-                second=functools.partial(spec.second, w_hat, extra),
-                local=spec.local,
-            )
-        )
-    return expansions
-
-
-def from_linear_predictor(predictor):
-    """A :class:`~pymc_minibatch.model.lipschitz.LinearPredictor` with its derivatives at
-    the center and a global third-derivative bound, as a ``RowExpansion``."""
-    third, second = predictor.third, predictor.curvature
-    return RowExpansion(
-        name=predictor.name,
-        designs=(predictor.design,),
-        slopes=(predictor.slope,),
-        curvatures=((0, 0, predictor.second),),
-        third=lambda radius: third,
-        second=lambda radius: second,
-        local=False,
-    )
-
-
 def needs_row_expansions(minibatch_model):
-    """Whether some observed variable is bounded only through :func:`row_expansions` (on a
-    trust region, or a LogNormal; no refusal: unsupported likelihoods are left to
-    :func:`row_expansions`)."""
+    """Whether some observed variable is bounded only through this module's expansions (on
+    a trust region, or a LogNormal; no refusal: unsupported likelihoods are refused when
+    the bounds are computed, :mod:`pymc_minibatch.model.expansions`)."""
     graph = minibatch_model._row_graph
     free_rvs = set(minibatch_model.model.free_RVs)
     for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
@@ -306,21 +230,3 @@ def _predictor_remedy(spec, j):
         return ("give the scale a prior with a log transform (HalfNormal, Exponential, "
                 "LogNormal, ...) or a log-linear model, or pass your own bounds")  # fmt: skip
     return f"supported are {SUPPORTED} and, on a trust region, {SUPPORTED_ON_REGION}"
-
-
-def first_order_bounds(minibatch_model, laplace, rows, radius):
-    """Bounds on the first-order residuals ``l_i - grad l_i(theta_hat) . (theta - theta_hat)``
-    for pairs in the trust region ``||z|| <= radius``.
-
-    With ``|D^2 f(w)[v, v]| <= K_i`` over the region, ``|r_i(theta') - r_i(theta)| <= K_i
-    ||A_i||^2 ||theta' - theta|| (||theta - theta_hat|| + ||theta' - theta_hat||) / 2`` (the
-    Taylor metric of :func:`pymc_minibatch.bounds.metric`; ``||A_i||`` the operator norm of
-    the row's predictor matrix), so ``c_i = K_i ||A_i||^2``.
-    """
-    transform, whiten = whitening(laplace)
-    c = np.zeros(minibatch_model.n_data)
-    for row in rows:
-        whitened_norms = predictor_norms(row.designs, transform)
-        plain_norms = predictor_norms(row.designs, np.eye(minibatch_model.ndim))
-        c += row.second(radius * whitened_norms) * plain_norms**2
-    return Bounds(c, center=laplace.mode, region_radius=radius, region_whiten=whiten)

@@ -41,75 +41,66 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_minibatch.bounds import Bounds
 from pymc_minibatch.kernels.preconditioning import DensePreconditioner
 
 
 class SecondOrderExpansion(NamedTuple):
-    """The rows' quadratic expansions around ``center`` and the whitening of the bounds."""
+    """The rows' quadratic expansions around ``center`` and the whitening of the bounds.
+
+    Nothing is kept per row: a step evaluates the rows' linear predictors and the
+    derivatives of ``f`` at the center on the rows it reads (built by
+    :func:`pymc_minibatch.model.expansions.second_order_bounds`)."""
 
     center: np.ndarray
     """``theta_hat``, shape (d,)."""
     whiten: np.ndarray
     """``L^-1``: ``z = whiten @ (theta - center)``, shape (d, d)."""
-    designs: tuple
-    """The rows' linear predictors ``d w / d theta`` (all observed variables), shape (N, d)
-    each."""
-    slopes: tuple
-    """``d f / d w`` at the center, one per predictor, shape (N,) each."""
-    curvatures: tuple
-    """``(j, k, h)``: ``h = d^2 f / d w_j d w_k`` at the center for predictors ``j <= k`` of
-    the same observed variable, shape (N,)."""
     gradient: np.ndarray
     """``G = sum_i grad T_i(theta_hat)``, shape (d,)."""
     hessian: np.ndarray
     """``H = sum_i hess T_i``, shape (d, d)."""
+    terms: object
+    """``terms(theta, *rows)``: the rows' predictors ``w`` (P arrays, all observed
+    variables), ``d f / d w`` (P) and the curvatures ``d^2 f / d w_j d w_k`` (one per
+    ``curvature_pairs`` entry), then other outputs; a
+    :class:`~pymc_minibatch.model.adapter.RowsFunction`."""
+    n_predictors: int
+    """P, the number of linear predictors over all observed variables."""
+    curvature_pairs: tuple
+    """``(j, k)``, ``j <= k``: the predictors of each curvature (same observed variable)."""
 
     def quadratic(self, theta):
         """``sum_i [T_i(theta) - l_i(theta_hat)] = G' delta + delta' H delta / 2``."""
         delta = theta - self.center
         return float(self.gradient @ delta + 0.5 * delta @ self.hessian @ delta)
 
-    def row_difference(self, theta, theta2, idx):
-        """``T_i(theta2) - T_i(theta)`` for rows ``idx``, shape (len(idx),)."""
-        delta, delta2 = theta - self.center, theta2 - self.center
-        difference = np.zeros(len(idx))
-        moves = []
-        for design, slope in zip(self.designs, self.slopes, strict=True):
-            rows = np.take(design, idx, axis=0)
-            t, t2 = rows @ delta, rows @ delta2
-            difference += np.take(slope, idx) * (t2 - t)
-            moves.append((t, t2))
-        for j, k, curvature in self.curvatures:
+    def row_parts(self, theta, theta2, rows):
+        """The linear and quadratic parts of ``T_i(theta2) - T_i(theta)`` on ``rows`` (from
+        :meth:`~pymc_minibatch.MinibatchModel.gather_rows`), shape (len(rows),) each:
+        ``g_i' (t2_i - t_i)`` and ``(t2_i' H_i t2_i - t_i' H_i t_i) / 2`` with ``t_i = w_i(theta)
+        - w_i(theta_hat)`` (``= A_i delta``: the predictors are linear)."""
+        p = self.n_predictors
+        at_center = self.terms(self.center, *rows)
+        at_theta, at_theta2 = self.terms(theta, *rows), self.terms(theta2, *rows)
+        moves = [(at_theta[j] - at_center[j], at_theta2[j] - at_center[j]) for j in range(p)]
+        linear = np.zeros(len(rows[0]))
+        for j, (t, t2) in enumerate(moves):
+            linear += at_center[p + j] * (t2 - t)
+        quadratic = np.zeros(len(rows[0]))
+        for q, (j, k) in enumerate(self.curvature_pairs):
             (t_j, t2_j), (t_k, t2_k) = moves[j], moves[k]
             weight = 0.5 if j == k else 1.0
-            difference += weight * np.take(curvature, idx) * (t2_j * t2_k - t_j * t_k)
-        return difference
+            quadratic += weight * at_center[2 * p + q] * (t2_j * t2_k - t_j * t_k)
+        return linear, quadratic
+
+    def row_difference(self, theta, theta2, rows):
+        """``T_i(theta2) - T_i(theta)`` on ``rows``, shape (len(rows),)."""
+        linear, quadratic = self.row_parts(theta, theta2, rows)
+        return linear + quadratic
 
     def whitened(self, theta):
         """``z = L^-1 (theta - center)``."""
         return self.whiten @ (theta - self.center)
-
-
-class RowExpansion(NamedTuple):
-    """One observed variable's rows as ``l_i = f(w_i)`` in ``k`` linear predictors, with
-    the derivatives of ``f`` at the center and a bound on its third derivative."""
-
-    name: str
-    designs: tuple
-    """``d w_j / d theta`` for each predictor ``j``, shape (N, d) each."""
-    slopes: tuple
-    """``d f / d w_j`` at the center, shape (N,) each."""
-    curvatures: tuple
-    """``(j, k, d^2 f / d w_j d w_k)`` at the center, ``j <= k``."""
-    third: object
-    """``third(radius)``: per-row bounds ``K_i`` on ``|D^3 f(w)[v, v, v]|`` (unit ``v``)
-    for ``||w - w_hat_i|| <= radius_i`` (shape (N,); ``radius=None`` where ``K_i`` holds
-    everywhere)."""
-    second: object
-    """``second(radius)``: the same for ``|D^2 f(w)[v, v]|`` (first-order control variates)."""
-    local: bool
-    """Whether ``K_i`` holds only on a bounded region (then a trust region is needed)."""
 
 
 def whitening(laplace):
@@ -131,55 +122,3 @@ def predictor_norms(designs, transform):
         axis=-2,
     )
     return np.sqrt(np.maximum(np.linalg.eigvalsh(gram)[:, -1], 0.0))
-
-
-def second_order_bounds(minibatch_model, laplace, rows, radius=None):
-    """Bounds on the second-order residuals and the expansion they belong to.
-
-    Parameters
-    ----------
-    minibatch_model : MinibatchModel
-    laplace : LaplaceFit
-        Its mode is the center; its covariance whitens the bounds.
-    rows : list of RowExpansion
-        Every observed variable on the rows, expanded at ``laplace.mode``.
-    radius : float, optional
-        The trust region ``||z|| <= radius``; needed when a row's bound is local, and the
-        bounds then hold only for pairs of points inside it.
-
-    Returns
-    -------
-    (Bounds, SecondOrderExpansion)
-    """
-    mm = minibatch_model
-    center = laplace.mode
-    transform, whiten = whitening(laplace)
-    c = np.zeros(mm.n_data)
-    gradient, hessian = np.zeros(mm.ndim), np.zeros((mm.ndim, mm.ndim))
-    designs, slopes, curvatures = [], [], []
-    for row in rows:
-        if row.local and radius is None:
-            raise ValueError(f"the bounds of '{row.name}' hold on a trust region: pass radius")
-        norms = predictor_norms(row.designs, transform)
-        c += row.third(None if radius is None else radius * norms) * norms**3 / 6.0
-        first = len(designs)
-        for design, slope in zip(row.designs, row.slopes, strict=True):
-            gradient += design.T @ slope
-        for j, k, curvature in row.curvatures:
-            block = row.designs[j].T @ (curvature[:, None] * row.designs[k])
-            hessian += block if j == k else block + block.T
-            curvatures.append((first + j, first + k, curvature))
-        designs.extend(row.designs)
-        slopes.extend(row.slopes)
-    expansion = SecondOrderExpansion(
-        center=center,
-        whiten=whiten,
-        designs=tuple(designs),
-        slopes=tuple(slopes),
-        curvatures=tuple(curvatures),
-        gradient=gradient,
-        hessian=hessian,
-    )
-    bounds = Bounds(c, center=center, whiten=whiten,
-                    region_radius=radius if any(row.local for row in rows) else None)  # fmt: skip
-    return bounds, expansion

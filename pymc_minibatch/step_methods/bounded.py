@@ -18,15 +18,14 @@ from pymc_minibatch.kernels.pcn import (
 )
 from pymc_minibatch.kernels.random_walk import propose
 from pymc_minibatch.kernels.tuna import RowBounds
-from pymc_minibatch.model.lipschitz import derive_bounds, linear_predictors
-from pymc_minibatch.model.region import (
-    default_radius,
-    first_order_bounds,
-    from_linear_predictor,
-    needs_row_expansions,
-    row_expansions,
+from pymc_minibatch.model.expansions import first_order_bounds, second_order_bounds
+from pymc_minibatch.model.lipschitz import (
+    LOCAL_BOUNDS_REMEDY,
+    derive_bounds,
+    fixed_family,
+    linear_predictors,
 )
-from pymc_minibatch.model.taylor import second_order_bounds
+from pymc_minibatch.model.region import default_radius, needs_row_expansions
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 from pymc_minibatch.step_methods.residuals import (
     FirstOrderResiduals,
@@ -283,52 +282,55 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_regio
                 ) from None
         order = (1 if mm.shared else 2) if automatic else int(control_variates)
         if order == 2:
-            return _second_order(mm, None, radius)
+            return _second_order(mm, radius)
         laplace = mm.laplace()
-        rows = row_expansions(mm, laplace.mode)
-        bounds = first_order_bounds(mm, laplace, rows, radius)
+        bounds = first_order_bounds(mm, laplace, radius)
         return bounds, FirstOrderResiduals(mm, laplace.mode)
-    predictors = None
-    if automatic:
-        # refuses unsupported likelihoods; derivatives at the mode, for a second order
-        predictors = linear_predictors(mm, expansion_point=mm.laplace().mode)
-        order = _automatic_order(mm, predictors)
-    else:
-        order = int(control_variates)
+    # automatic: refuses unsupported likelihoods
+    order = _automatic_order(mm) if automatic else int(control_variates)
     if order == 2:
-        return _second_order(mm, predictors, radius)
+        return _second_order(mm, radius)
     center = mm.laplace().mode if order == 1 else None
-    bounds = derive_bounds(mm, order, center=center, predictors=predictors)
+    bounds = derive_bounds(mm, order, center=center)
     return bounds, (FirstOrderResiduals(mm, center) if order == 1 else PlainRows(mm))
 
 
-def _second_order(minibatch_model, predictors, radius):
-    """Second-order bounds and residuals, from ``predictors`` (global bounds) if given, on
-    the trust region of ``radius`` where a likelihood needs one."""
+def _second_order(minibatch_model, radius):
+    """Second-order bounds and residuals, on the trust region of ``radius`` where a
+    likelihood needs one."""
     mm = minibatch_model
     if mm.shared:
         raise ValueError(
             "control_variates=2 needs the step to sample every continuous free variable "
             f"(the expansion is taken at the joint mode); {sorted(mm.shared)} are left out"
         )
-    laplace = mm.laplace()
-    if predictors is None:
-        rows = row_expansions(mm, laplace.mode)
-    else:
-        rows = [from_linear_predictor(p) for p in predictors]
-    bounds, expansion = second_order_bounds(mm, laplace, rows, radius)
+    bounds, expansion = second_order_bounds(mm, mm.laplace(), radius)
     return bounds, SecondOrderResiduals(mm, expansion)
 
 
-def _automatic_order(minibatch_model, predictors):
+def _automatic_order(minibatch_model):
     """The highest order of control variates the model's likelihoods allow (see
-    :func:`resolve_bounds`)."""
+    :func:`resolve_bounds`).
+
+    Raises
+    ------
+    BoundsUnavailableError
+        Naming an observed variable whose likelihood is not a supported family.
+    """
+    mm = minibatch_model
+    graph = mm._row_graph
+    free_rvs = set(mm.model.free_RVs)
+    families = [
+        fixed_family(name, rv, value, free_rvs, LOCAL_BOUNDS_REMEDY)
+        for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
+                                   strict=True)  # fmt: skip
+    ]
     if (
-        all(p.third is not None for p in predictors)
-        and not minibatch_model.shared
-        and not minibatch_model.laplace().repaired
+        all(f.third is not None for f in families)
+        and not mm.shared
+        and not mm.laplace().repaired
     ):
         return 2
-    if all(p.curvature is not None for p in predictors):
+    if all(f.curvature is not None for f in families):
         return 1
     return 0

@@ -10,7 +10,6 @@ with large datasets", ICML). For every pair of points::
     sum_i [l_i(theta') - l_i(theta)] = remainder(theta, theta') + sum_i [r_i(theta') - r_i(theta)].
 """
 
-import numpy as np
 
 
 class PlainRows:
@@ -65,5 +64,6 @@ class SecondOrderResiduals(PlainRows):
         return self.expansion.quadratic(theta2) - self.expansion.quadratic(theta)
 
     def row_pair(self, theta, theta2, idx):
-        current, proposed = super().row_pair(theta, theta2, idx)
-        return current, proposed - self.expansion.row_difference(theta, theta2, np.asarray(idx))
+        rows = self.minibatch_model.gather_rows(idx)  # read once, for both evaluations
+        current, proposed = self.minibatch_model.loglik_pair(theta, theta2, rows=rows)
+        return current, proposed - self.expansion.row_difference(theta, theta2, rows)

@@ -186,11 +186,8 @@ def test_second_order_without_the_quadratic_row_term_fails(monkeypatch):
     assert pvalue < 0.01 or mean_error > 4.0
 
 
-def _linear_row_difference(self, theta, theta2, idx):
-    difference = np.zeros(len(idx))
-    for design, slope in zip(self.designs, self.slopes, strict=True):
-        difference += slope[idx] * (design[idx] @ (theta2 - theta))
-    return difference
+def _linear_row_difference(self, theta, theta2, rows):
+    return self.row_parts(theta, theta2, rows)[0]
 
 
 def _log_ratio_with_wrong_keep_probability(rng, m, chi, bounds, loglik_pair, batch_size):
