@@ -113,7 +113,7 @@ class PoissonMH(MetropolisStep):
             self.rng,
             logprior_proposal - logprior_current,
             self.lam,
-            GlobalRowBounds(bounds.lower, bounds.spread, bounds.total, bounds.alias_table.sample),
+            GlobalRowBounds(bounds.lower, bounds.spread, bounds.total, bounds.row_sampler.sample),
             lambda idx: model.loglik(theta, idx),
             lambda idx: model.loglik(proposal, idx),
             full_diff,
