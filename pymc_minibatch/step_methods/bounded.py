@@ -129,8 +129,8 @@ class BoundedMinibatchStep(MetropolisStep):
 
     def row_bounds(self):
         # the row sampler is built at the first draw of a row: never for all-zero bounds
-        return RowBounds(self.bounds.c, self.bounds.total,
-                         lambda rng, size: self.bounds.row_sampler.sample(rng, size))  # fmt: skip
+        sample = self.queued_rows(lambda: self.bounds.row_sampler)
+        return RowBounds(self.bounds.c, self.bounds.total, sample)
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
