@@ -118,6 +118,14 @@ class RowQueue:
         self._pending = np.empty(0, dtype=np.intp)
         self._next = 0
 
+    def __eq__(self, other):
+        # a step's sampling state is compared by value (PyMC's equal_dataclass_values)
+        if not isinstance(other, RowQueue):
+            return NotImplemented
+        return self.length == other.length and np.array_equal(self.pending, other.pending)
+
+    __hash__ = None
+
     def __getstate__(self):
         # only what is left to hand out: a pickle does not carry the spent part
         return {"length": self.length, "_pending": self.pending.copy(), "_next": 0}

@@ -121,6 +121,7 @@ class MetropolisStepState(MinibatchStepState):
     adaptation: DualAveragingState
     started: bool
     last_evaluation: tuple | None
+    row_queue: RowQueue
 
 
 class MetropolisStep(MinibatchStep):

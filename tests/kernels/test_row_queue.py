@@ -52,6 +52,15 @@ def test_a_pickled_queue_continues_with_the_same_indices():
                                       queue.take(rng, size, _draw))  # fmt: skip
 
 
+def test_queues_compare_by_length_and_pending_indices():
+    queue = RowQueue(4)
+    queue.take(np.random.default_rng(4), 1, _draw)
+    copy = pickle.loads(pickle.dumps(queue))
+    assert copy == queue and copy != RowQueue(4)
+    copy.take(np.random.default_rng(4), 1, _draw)
+    assert copy != queue
+
+
 def test_clear_forgets_the_pending_indices():
     queue = RowQueue(4)
     queue.take(np.random.default_rng(4), 1, _draw)
