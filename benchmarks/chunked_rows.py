@@ -22,8 +22,10 @@ in memory are counted for ``memory``: the baseline is taken before loading them)
 resident memory (``ru_maxrss``), the time and the number of full-data passes of the step's
 construction (mode, curvature, bounds), the time of one more full-data pass
 (``logp_and_grad``), the time ``pm.sample`` takes to its first draw (setup and the first
-step, which builds the alias table of the rows' bounds), µs per step after the first draw
-(from ``pm.sample``'s ``callback``) and, for ``zarr``, the mean chunk-cache hit rate. The
+step, which builds the sampler of rows by their bounds and draws the first queue of rows,
+prefetched for ``zarr``), µs per step after the first draw (from ``pm.sample``'s
+``callback``; each later refill of the queue, one pass over the chunks its rows touch, is
+included) and, for ``zarr``, the mean chunk-cache hit rate. The
 parent prints both and the ratios: µs/step zarr / memory, and the zarr process's peak
 memory above its baseline against the rows' in-memory size.
 

@@ -4,7 +4,7 @@ TunaMH runs at its defaults: second-order control variates around the posterior 
 pCN proposal reversible for the Laplace approximation, ``rho`` tuned during warm-up (its repr
 is printed). Every chain runs on one core; timings include ``pm.sample``'s fixed overhead
 (about 0.4 s of compilation), and ``setup`` (building the step: the Laplace fit on the full
-data, the expansion and the bounds, the alias table of the bounds) is reported separately.
+data, the expansion and the bounds, the row sampler of the bounds) is reported separately.
 
 SCALING TABLE. Synthetic regressions whose data are nested in N (row chunks are seeded by
 their index, so the first 1e5 rows of the 1e6 data set are the 1e5 data set) and whose
@@ -210,7 +210,7 @@ def run_sampler(model, name, tune, draws, initvals, seed, laplace=None):
     with model:
         step = nuts_step(*laplace) if name == "NUTS" else STEPS[name](rng=seed)
     if hasattr(step, "bounds"):
-        step.bounds.alias_table  # noqa: B018 - built lazily at the first step otherwise
+        step.bounds.row_sampler  # noqa: B018 - built lazily at the first step otherwise
     setup = time.perf_counter() - setup_start
     start = time.perf_counter()
     with model:

@@ -36,8 +36,8 @@ log-likelihood ``|y_i - x_i' beta| / b`` is ``||x_i|| / b``-Lipschitz in ``beta`
 
 import numpy as np
 
-from pymc_minibatch.kernels.alias import AliasTable
 from pymc_minibatch.kernels.pcn import cubic_metric
+from pymc_minibatch.kernels.weighted_rows import WeightedRows
 
 #: Relative slack for rounding in the log-densities when a step checks that a row stays within
 #: its bound (``|Delta_i| <= c_i M`` for :class:`Bounds`, ``lower_i <= l_i <= upper_i`` for
@@ -104,14 +104,14 @@ class Bounds:
         self.region_radius = None if region_radius is None else float(region_radius)
         self.region_whiten = None if region_whiten is None else np.asarray(region_whiten, float)
         self._metric_indices = _metric_indices
-        self._alias = None
+        self._row_sampler = None
 
     @property
-    def alias_table(self):
-        """Alias table drawing row ``i`` with probability ``c_i / C`` (built once, on demand)."""
-        if self._alias is None:
-            self._alias = AliasTable(self.c)
-        return self._alias
+    def row_sampler(self):
+        """Draws row ``i`` with probability ``c_i / C`` (built once, on demand)."""
+        if self._row_sampler is None:
+            self._row_sampler = WeightedRows(self.c)
+        return self._row_sampler
 
     @property
     def order(self):
@@ -134,7 +134,7 @@ class Bounds:
         return minibatch_model.theta_indices(self.metric_vars)
 
     def __getstate__(self):
-        return {**self.__dict__, "_alias": None}  # rebuilt on demand, never shipped
+        return {**self.__dict__, "_row_sampler": None}  # rebuilt on demand, never shipped
 
 
 class GlobalBounds:
@@ -176,7 +176,7 @@ class GlobalBounds:
         """``M_i = upper_i - lower_i``."""
         self.total = float(np.sum(self.spread))
         """``L = sum_i M_i``: the expected batch of PoissonMH is ``lambda + L``."""
-        self._alias = None
+        self._row_sampler = None
 
     def for_rows(self, n_data):
         """These bounds with one value per row of ``n_data`` rows (scalars broadcast)."""
@@ -189,14 +189,14 @@ class GlobalBounds:
         return self
 
     @property
-    def alias_table(self):
-        """Alias table drawing row ``i`` with probability ``M_i / L`` (built once, on demand)."""
-        if self._alias is None:
-            self._alias = AliasTable(self.spread)
-        return self._alias
+    def row_sampler(self):
+        """Draws row ``i`` with probability ``M_i / L`` (built once, on demand)."""
+        if self._row_sampler is None:
+            self._row_sampler = WeightedRows(self.spread)
+        return self._row_sampler
 
     def __getstate__(self):
-        return {**self.__dict__, "_alias": None}  # rebuilt on demand, never shipped
+        return {**self.__dict__, "_row_sampler": None}  # rebuilt on demand, never shipped
 
 
 def distance(theta, theta2, indices=None):

@@ -479,6 +479,13 @@ class MinibatchModel:
         """
         return self._rows.cache_counts()
 
+    def prefetch_rows(self, idx):
+        """Announce that rows ``idx`` will be read by the next calls: chunked ``data=``
+        arrays read them now, in one pass over their chunks
+        (:meth:`~pymc_minibatch.ChunkedRows.prefetch`).
+        Nothing changes in what any call returns."""
+        self._rows.prefetch(idx)
+
     def full_loglik(self, theta):
         """Log-likelihood summed over all N rows (in chunks).
 

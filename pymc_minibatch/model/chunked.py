@@ -49,13 +49,17 @@ class ChunkedRows:
     Attributes
     ----------
     hits, misses : int
-        Chunk look-ups so far that found their chunk in the cache, and that had to read it.
+        Chunk look-ups so far that found their rows in memory (in the cache or among the
+        prefetched rows), and chunk reads (a look-up's or a :meth:`prefetch`'s).
 
     Notes
     -----
     The fraction of look-ups that hit is about ``cache_bytes / array bytes`` when the
     sampler reads rows uniformly at random; it is reported per step as the sampler statistic
     ``chunk_cache_hit_rate``. Whole passes over the data (:meth:`read`) bypass the cache.
+    TunaMH, TFMH and PoissonMH draw their rows ahead (:mod:`pymc_minibatch.kernels.row_queue`)
+    and pass them to :meth:`prefetch`, which reads them in one pass over their chunks; the
+    batches of the following steps are then served from those rows.
     A Dask array's chunks are read in this process (Dask's synchronous scheduler): one
     chunk's task graph is too small to gain from a scheduler, and a cluster's round trip
     would cost more than the read.
@@ -95,6 +99,8 @@ class ChunkedRows:
         self.boundaries = np.concatenate([[0], np.cumsum(_row_chunk_sizes(array, kind))])
         self._cache = OrderedDict()
         self._cached_bytes = 0
+        self._prefetched_rows = np.empty(0, dtype=np.intp)  # sorted, unique
+        self._prefetched = np.empty((0, *self.shape[1:]), dtype=self.dtype)
         self.hits = 0
         self.misses = 0
 
@@ -116,11 +122,59 @@ class ChunkedRows:
             raise IndexError("ChunkedRows is read by contiguous row slices; use take() for rows")
         return self.read(rows.start, rows.stop)[(slice(None), *key[1:])]
 
+    def prefetch(self, idx):
+        """Read rows ``idx`` now, for the batches of the next :meth:`take` calls.
+
+        The chunks holding them are read once each, in chunk order (from the cache when
+        there, without changing its order; else read and not cached, so that a pass over
+        many chunks does not evict the cache's), and only the rows ``idx`` are kept: they
+        replace the rows of the previous call. Each chunk counts as a look-up: a hit when
+        cached, else a miss.
+
+        Parameters
+        ----------
+        idx : array_like of int
+            Rows, in any order, repeats allowed.
+        """
+        rows = np.unique(np.asarray(idx, dtype=np.intp))
+        self._prefetched_rows = np.empty(0, dtype=np.intp)
+        self._prefetched = None  # freed before the new rows are read: one set in memory
+        values = np.empty((rows.size, *self.shape[1:]), dtype=self.dtype)
+        chunk_of_row = np.searchsorted(self.boundaries, rows, side="right") - 1
+        chunks, firsts = np.unique(chunk_of_row, return_index=True)
+        lasts = np.append(firsts[1:], rows.size)
+        for chunk, first, last in zip(chunks.tolist(), firsts, lasts, strict=True):
+            block = self._cache.get(chunk)
+            if block is None:
+                self.misses += 1
+                block = self.read(self.boundaries[chunk], self.boundaries[chunk + 1])
+            else:
+                self.hits += 1
+            values[first:last] = block[rows[first:last] - self.boundaries[chunk]]
+        self._prefetched_rows, self._prefetched = rows, values
+
     def take(self, idx):
-        """Rows ``idx`` (any int array, repeats allowed), in that order, through the cache."""
+        """Rows ``idx`` (any int array, repeats allowed), in that order: from the rows of
+        the last :meth:`prefetch` if there, else through the cache."""
         idx = np.asarray(idx, dtype=np.intp)
-        out = np.empty((idx.size, *self.shape[1:]), dtype=self.dtype)
         chunk_of_row = np.searchsorted(self.boundaries, idx, side="right") - 1
+        if self._prefetched_rows.size:
+            where = np.searchsorted(self._prefetched_rows, idx)
+            np.minimum(where, self._prefetched_rows.size - 1, out=where)
+            found = self._prefetched_rows[where] == idx
+            # one look-up per chunk and batch, as through the cache
+            self.hits += np.unique(chunk_of_row[found]).size
+            if found.all():
+                return self._prefetched[where]
+            out = np.empty((idx.size, *self.shape[1:]), dtype=self.dtype)
+            out[found] = self._prefetched[where[found]]
+            rest = np.flatnonzero(~found)
+            out[rest] = self._take_cached(idx[rest], chunk_of_row[rest])
+            return out
+        return self._take_cached(idx, chunk_of_row)
+
+    def _take_cached(self, idx, chunk_of_row):
+        out = np.empty((idx.size, *self.shape[1:]), dtype=self.dtype)
         if idx.size <= ROW_BY_ROW_MAX:
             return self._take_row_by_row(idx, chunk_of_row, out)
         order = np.argsort(chunk_of_row, kind="stable")

@@ -114,6 +114,12 @@ class RowSource:
             function, theta, self.arrays(), self._dtypes, self.n_data, chunk_rows
         )
 
+    def prefetch(self, idx):
+        """Tell the chunked sources that rows ``idx`` will be gathered next (see
+        :meth:`ChunkedRows.prefetch`); in-memory and memory-mapped arrays need no notice."""
+        for source in self.chunked:
+            source.prefetch(idx)
+
     def cache_counts(self):
         """``(hits, misses)`` of the chunk caches of the chunked sources so far."""
         return (sum(s.hits for s in self.chunked), sum(s.misses for s in self.chunked))

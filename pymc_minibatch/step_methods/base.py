@@ -25,6 +25,7 @@ from pymc_minibatch.kernels.adaptation import (
     dual_averaging_update,
 )
 from pymc_minibatch.kernels.preconditioning import DensePreconditioner
+from pymc_minibatch.kernels.row_queue import RowQueue, queue_length
 from pymc_minibatch.model.adapter import MinibatchModel
 
 
@@ -120,6 +121,7 @@ class MetropolisStepState(MinibatchStepState):
     adaptation: DualAveragingState
     started: bool
     last_evaluation: tuple | None
+    row_queue: RowQueue
 
 
 class MetropolisStep(MinibatchStep):
@@ -186,6 +188,22 @@ class MetropolisStep(MinibatchStep):
         self.adaptation = dual_averaging_init(self.initial_proposal_scale)
         self.started = False
         self.last_evaluation = None
+        # each chain draws its own rows from its own generator
+        self.row_queue = RowQueue(queue_length(self.minibatch_model.n_data))
+
+    def queued_rows(self, row_sampler):
+        """``sample(rng, size)``: rows drawn ahead by ``row_sampler()`` (a
+        :class:`~pymc_minibatch.kernels.weighted_rows.WeightedRows`, looked up at each refill)
+        into this chain's queue and handed out in order; the rows of each refill are announced
+        to the data (:meth:`~pymc_minibatch.MinibatchModel.prefetch_rows`). Exact for the
+        steps whose rows are independent of the chain's state given their number
+        (:mod:`pymc_minibatch.kernels.row_queue`)."""
+        queue, prefetch = self.row_queue, self.minibatch_model.prefetch_rows
+
+        def draw(rng, size):
+            return row_sampler().sample(rng, size)
+
+        return lambda rng, size: queue.take(rng, size, draw, prefetch)
 
     def remember(self, theta, value):
         """Keep ``value``, computed at ``theta``, for the next step: the one evaluation cache

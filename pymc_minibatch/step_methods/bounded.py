@@ -127,9 +127,9 @@ class BoundedMinibatchStep(MetropolisStep):
         super().stop_tuning()
 
     def row_bounds(self):
-        # the alias table is built at the first draw of a row: never for all-zero bounds
-        return RowBounds(self.bounds.c, self.bounds.total,
-                         lambda rng, size: self.bounds.alias_table.sample(rng, size))  # fmt: skip
+        # the row sampler is built at the first draw of a row: never for all-zero bounds
+        sample = self.queued_rows(lambda: self.bounds.row_sampler)
+        return RowBounds(self.bounds.c, self.bounds.total, sample)
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)

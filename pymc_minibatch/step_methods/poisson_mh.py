@@ -113,7 +113,8 @@ class PoissonMH(MetropolisStep):
             self.rng,
             logprior_proposal - logprior_current,
             self.lam,
-            GlobalRowBounds(bounds.lower, bounds.spread, bounds.total, bounds.alias_table.sample),
+            GlobalRowBounds(bounds.lower, bounds.spread, bounds.total,
+                            self.queued_rows(lambda: bounds.row_sampler)),  # fmt: skip
             lambda idx: model.loglik(theta, idx),
             lambda idx: model.loglik(proposal, idx),
             full_diff,

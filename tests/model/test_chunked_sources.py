@@ -182,3 +182,44 @@ def _functions_restored_here():
     from pymc_minibatch.model import dask_passes
 
     return len(dask_passes._RESTORED)
+
+
+def test_prefetched_rows_are_served_without_reading_their_chunks(stores):
+    rows = pmm.ChunkedRows(stores["X"], cache_bytes=0)
+    ahead = np.array([2999, 5, 5, 1000, 257, 2998])
+    rows.prefetch(ahead)
+    assert (rows.hits, rows.misses) == (0, 4)  # chunks 0, 1, 3 and 11, each read once
+    assert rows._cache == {}  # the pass leaves the cache alone
+    np.testing.assert_array_equal(rows.take(ahead[::-1]), X[ahead[::-1]])
+    assert (rows.hits, rows.misses) == (4, 4)  # a look-up per chunk, found in memory
+    # a row outside the prefetched set is read through the cache
+    np.testing.assert_array_equal(rows.take(np.array([5, 6])), X[[5, 6]])
+    assert (rows.hits, rows.misses) == (5, 5)
+    rows.prefetch(np.array([7]))  # replaces the previous set
+    np.testing.assert_array_equal(rows._prefetched_rows, [7])
+    restored = pickle.loads(pickle.dumps(rows))
+    assert restored._prefetched_rows.size == 0  # never shipped
+
+
+def test_tuna_mh_prefetches_the_rows_it_draws_and_reads_no_other(stores, monkeypatch):
+    prefetched, taken = [], []
+    prefetch, take = pmm.ChunkedRows.prefetch, pmm.ChunkedRows.take
+
+    def spy_prefetch(self, idx):
+        prefetched.append(np.unique(idx))
+        return prefetch(self, idx)
+
+    def spy_take(self, idx):
+        taken.append((len(prefetched), np.asarray(idx).copy()))
+        return take(self, idx)
+
+    monkeypatch.setattr(pmm.ChunkedRows, "prefetch", spy_prefetch)
+    monkeypatch.setattr(pmm.ChunkedRows, "take", spy_take)
+    with placeholder():
+        step = pmm.TunaMH(data=dict(stores))
+        taken.clear()  # the reads of the construction (Laplace fit, bounds) are passes
+        pm.sample(step=step, draws=100, tune=100, chains=1, cores=1, random_seed=3,
+                  progressbar=False, compute_convergence_checks=False)  # fmt: skip
+    assert prefetched and taken
+    for calls, idx in taken:  # every batch lies in the rows of the last prefetch
+        assert calls > 0 and np.isin(idx, prefetched[calls - 1]).all()
