@@ -73,6 +73,9 @@ def resident_mb():
 
 def child(args):
     """Build, construct and sample in this process; print one JSON line."""
+    # every process loads the same modules (Dask too), so that their peaks differ only by
+    # what the rows cost
+    import dask.array  # noqa: F401
     import pymc as pm
     import zarr
 
