@@ -539,12 +539,13 @@ class MinibatchModel:
         pass, in this process or through Dask when rows are in chunked arrays."""
         return self.over_all_rows(self._block_function(name), theta)
 
-    def over_all_rows(self, function, theta):
+    def over_all_rows(self, function, theta, consume=None):
         """``[function(theta, *rows) for each block of rows]``, in order: one full-data pass
         over blocks of ``FULL_DATA_CHUNK_ROWS`` rows, in this process or as Dask tasks when
         rows are in chunked arrays (``function`` must then pickle; a
         :meth:`RowsFunction.block_function` pickles once per pass and compiles once per
-        worker).
+        worker). With ``consume``, each block's result goes to ``consume(result)`` in order
+        instead, and is not kept.
 
         Examples
         --------
@@ -554,7 +555,7 @@ class MinibatchModel:
         """
         theta = self._as_theta(theta)
         started = time.perf_counter()
-        results = self._rows.map_chunks(function, theta, FULL_DATA_CHUNK_ROWS)
+        results = self._rows.map_chunks(function, theta, FULL_DATA_CHUNK_ROWS, consume)
         self.full_data_passes += 1
         self.pass_seconds.append(time.perf_counter() - started)
         return results

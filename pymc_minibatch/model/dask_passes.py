@@ -79,12 +79,19 @@ def _loads(payload):
     return cloudpickle.loads(payload)
 
 
-def map_row_blocks(function, theta, arrays, dtypes, n_data, block_rows):
+#: Blocks computed at once when a pass hands its results over as they come (``in_waves``):
+#: enough for every thread of a machine, while at most this many per-row results wait.
+WAVE_BLOCKS = 8
+
+
+def map_row_blocks(function, theta, arrays, dtypes, n_data, block_rows, in_waves=False):
     """``[function(theta, *rows of block b) for each block b]`` as Dask tasks.
 
     ``arrays`` are the row-axis arrays (NumPy, or :class:`ChunkedRows` whose arrays are
     Zarr, Dask or xarray); each is split into blocks of ``block_rows`` rows and cast to
-    its entry of ``dtypes`` inside the task.
+    its entry of ``dtypes`` inside the task. With ``in_waves``, an iterator over the
+    results that computes :data:`WAVE_BLOCKS` blocks at a time, so that per-row results
+    can be used and released before the next ones are computed.
     """
     import dask
 
@@ -96,7 +103,13 @@ def map_row_blocks(function, theta, arrays, dtypes, n_data, block_rows):
         evaluate(shared_function, theta, dtypes, *(b.blocks[i] for b in blocks))
         for i in range(n_blocks)
     ]
-    return list(dask.compute(*tasks))
+    if not in_waves:
+        return list(dask.compute(*tasks))
+    return (
+        result
+        for first in range(0, n_blocks, WAVE_BLOCKS)
+        for result in dask.compute(*tasks[first : first + WAVE_BLOCKS])
+    )
 
 
 def _dask_rows(array, block_rows):

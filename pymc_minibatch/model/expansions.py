@@ -153,18 +153,20 @@ def _bounds_pass(minibatch_model, laplace, radius, order):
     transform, _ = whitening(laplace)
     reduce_block = _BlockBounds(terms.block_function(), names, specs, layout,
                                 mm.initial_theta(), transform, radius, order)  # fmt: skip
-    blocks = mm.over_all_rows(reduce_block, laplace.mode)
-    # fill one array of N floats, releasing each block once copied (no second copy of c)
     c = np.empty(mm.n_data)
     gradient, hessian = np.zeros(mm.ndim), np.zeros((mm.ndim, mm.ndim))
-    start = 0
-    for b in range(len(blocks)):
-        block_c, block_gradient, block_hessian = blocks[b]
-        blocks[b] = None
-        c[start : start + block_c.size] = block_c
-        start += block_c.size
-        gradient += block_gradient
-        hessian += block_hessian
+    filled = 0
+
+    def consume(block):
+        # each block's bounds are copied into c as they come: c is the only per-row array
+        nonlocal filled
+        block_c, block_gradient, block_hessian = block
+        c[filled : filled + block_c.size] = block_c
+        filled += block_c.size
+        gradient[:] += block_gradient
+        hessian[:] += block_hessian
+
+    mm.over_all_rows(reduce_block, laplace.mode, consume=consume)
     return c, gradient, hessian, specs, layout, terms
 
 

@@ -102,17 +102,27 @@ class RowSource:
                 for a, dtype in zip(arrays, self._dtypes, strict=True)
             ]
 
-    def map_chunks(self, function, theta, chunk_rows):
+    def map_chunks(self, function, theta, chunk_rows, consume=None):
         """``[function(theta, *rows) for rows in self.chunks(chunk_rows)]``: in this process,
         or as Dask tasks when some rows are in Zarr, Dask or xarray arrays (see
-        :mod:`pymc_minibatch.model.dask_passes`; ``function`` must then pickle)."""
-        if not self.chunked:
-            return [function(theta, *rows) for rows in self.chunks(chunk_rows)]
-        from pymc_minibatch.model.dask_passes import map_row_blocks
+        :mod:`pymc_minibatch.model.dask_passes`; ``function`` must then pickle).
 
-        return map_row_blocks(
-            function, theta, self.arrays(), self._dtypes, self.n_data, chunk_rows
-        )
+        With ``consume``, each result is handed to ``consume(result)``, in order, as soon as
+        its turn comes, and not kept (returns None): per-row results then never all sit in
+        memory besides what ``consume`` keeps of them.
+        """
+        if not self.chunked:
+            results = (function(theta, *rows) for rows in self.chunks(chunk_rows))
+        else:
+            from pymc_minibatch.model.dask_passes import map_row_blocks
+
+            results = map_row_blocks(function, theta, self.arrays(), self._dtypes, self.n_data,
+                                     chunk_rows, in_waves=consume is not None)  # fmt: skip
+        if consume is None:
+            return list(results)
+        for result in results:
+            consume(result)
+        return None
 
     def prefetch(self, idx):
         """Tell the chunked sources that rows ``idx`` will be gathered next (see
