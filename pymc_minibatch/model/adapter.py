@@ -483,7 +483,14 @@ class MinibatchModel:
         """Announce that rows ``idx`` will be read by the next calls: chunked ``data=``
         arrays read them now, in one pass over their chunks
         (:meth:`~pymc_minibatch.ChunkedRows.prefetch`).
-        Nothing changes in what any call returns."""
+        Nothing changes in what any call returns.
+
+        Examples
+        --------
+        >>> mm.prefetch_rows(np.array([7, 2, 7]))  # mm's rows are in memory: nothing to read
+        >>> mm.loglik(theta, np.array([7, 2])).shape
+        (2,)
+        """
         self._rows.prefetch(idx)
 
     def full_loglik(self, theta):
