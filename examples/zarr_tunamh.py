@@ -111,16 +111,18 @@ with pm.Model() as model:
 # %% [markdown]
 # ## TunaMH, built on the stored rows
 #
-# `pmm.ChunkedRows` sets the chunk cache (decompressed chunks, most recently used kept;
-# here 32 MiB per array). Building the step makes its passes over all rows; the adapter
-# `step.minibatch_model` counts them and times each.
+# `pmm.ChunkedRows` sets the cache of decompressed chunks (the most recently used are
+# kept). TunaMH needs little of it: it draws the indices of its rows ahead, about
+# N / 64 at a time, and the arrays read those rows in one pass over their chunks, then serve
+# the following steps from them; so 8 MiB per array here. Building the step makes its
+# passes over all rows; the adapter `step.minibatch_model` counts them and times each.
 
 # %%
 with model:
     started = time.perf_counter()
     step = pmm.TunaMH(data={
-        "X": pmm.ChunkedRows(X_disk, cache_bytes=2**25),
-        "y": pmm.ChunkedRows(y_disk, cache_bytes=2**22),
+        "X": pmm.ChunkedRows(X_disk, cache_bytes=2**23),
+        "y": pmm.ChunkedRows(y_disk, cache_bytes=2**23),
     })  # fmt: skip
     built_s = time.perf_counter() - started
 adapter = step.minibatch_model
