@@ -10,6 +10,7 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.model import adapter
+from pymc_minibatch.model.expansions import second_order_bounds
 from pymc_minibatch.model.lipschitz import derive_bounds
 from tests.model.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
 
@@ -128,6 +129,15 @@ def test_full_data_passes_through_dask_equal_the_in_memory_ones(kind, stores, me
     np.testing.assert_array_equal(mode, in_memory.find_map())
     np.testing.assert_array_equal(derive_bounds(mm, 2, center=mode).c,
                                   derive_bounds(in_memory, 2, center=mode).c)  # fmt: skip
+    # the second-order bounds and expansion sums: one pass, handed over block by block
+    laplace = in_memory.laplace()
+    chunked_bounds, chunked_expansion = second_order_bounds(mm, laplace)
+    bounds, expansion = second_order_bounds(in_memory, laplace)
+    np.testing.assert_array_equal(chunked_bounds.c, bounds.c)
+    np.testing.assert_array_equal(chunked_expansion.hessian, expansion.hessian)
+    np.testing.assert_array_equal(chunked_expansion.gradient, expansion.gradient)
+    assert len(mm.pass_seconds) == mm.full_data_passes > 0
+    assert all(seconds > 0 for seconds in mm.pass_seconds)
 
 
 def test_non_finite_rows_in_a_zarr_store_are_refused(tmp_path):

@@ -15,6 +15,7 @@ from pymc_minibatch.kernels.pcn import (
     TRIAL_STEPS,
     rho_search_best,
 )
+from pymc_minibatch.model import adapter, expansions
 from tests.quadrature import GridMarginal, agreement
 
 RNG = np.random.default_rng(5)
@@ -94,6 +95,31 @@ def test_residuals_vanish_to_second_order_at_the_mode():
         gaps.append(np.max(np.abs(proposed - current)))
     # a third-order remainder: halving the step divides it by about 8
     assert 6.0 < gaps[1] / gaps[0] < 10.0
+
+
+@pytest.mark.parametrize("block_rows", [2**17, 64])
+def test_one_pass_gives_the_bounds_and_sums_of_the_rows_expansions(block_rows, monkeypatch):
+    """Against the logistic rows' own derivatives at the mode: ``G = sum_i (y_i - p_i) x_i``,
+    ``H = -sum_i p_i (1 - p_i) x_i x_i'`` and ``c_i = K ||L' x_i||^3 / 6`` with ``K = 1 / (6
+    sqrt 3)`` the bound on the log-sigmoid's third derivative; in one block, and in blocks
+    (and sub-blocks) of 64 rows. Nothing is kept per row but ``c``."""
+    monkeypatch.setattr(adapter, "FULL_DATA_CHUNK_ROWS", block_rows)
+    monkeypatch.setattr(expansions, "SUB_BLOCK_ROWS", min(block_rows, 32))
+    model = logistic()
+    with model:
+        step = pmm.TunaMH(control_variates=2)
+    expansion, bounds = step.residuals.expansion, step.bounds
+    rows = np.column_stack([np.ones(500), X])  # d eta / d (alpha, beta)
+    y = model.rvs_to_values[model["y"]].data  # the observed values, a constant
+    p = 1.0 / (1.0 + np.exp(-(rows @ expansion.center)))
+    np.testing.assert_allclose(expansion.gradient, rows.T @ (y - p), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(expansion.hessian, -(rows.T * (p * (1 - p))) @ rows, rtol=1e-9)
+    transform = np.linalg.inv(expansion.whiten)
+    norms = np.linalg.norm(rows @ transform, axis=1)
+    np.testing.assert_allclose(bounds.c, norms**3 / (6.0 * np.sqrt(3.0)) / 6.0, rtol=1e-9)
+    per_row = [name for name, value in expansion._asdict().items()
+               if np.ndim(value) and np.shape(value)[0] == 500]  # fmt: skip
+    assert per_row == []
 
 
 def test_automatic_choice_and_its_report():
