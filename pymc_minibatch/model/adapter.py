@@ -245,8 +245,8 @@ class MinibatchModel:
 
         Examples
         --------
-        >>> [rows.shape for rows in mm.gather_rows(np.array([0, 2]))]
-        [(2, 3), (2,)]
+        >>> sorted(rows.shape for rows in mm.gather_rows(np.array([0, 2])))  # X and y
+        [(2,), (2, 3)]
         """
         return self._rows.gather(idx)
 
