@@ -17,10 +17,10 @@
 # {download}`Download this tutorial as a Jupyter notebook <zarr_tunamh.ipynb>`
 #
 # When the rows do not fit in memory, or should not be loaded, keep them where they are.
-# This tutorial writes a logistic regression's rows, 10^7 of them with 10 covariates (800
-# MB as float64), to a [Zarr](https://zarr.readthedocs.io) store on disk, declares the PyMC
-# model on a **placeholder** of 1000 rows, and hands `pmm.TunaMH` the stored arrays with
-# `data=`. Nothing ever loads all rows:
+# This tutorial writes a logistic regression's rows, 10^7 of them with 10 covariates (their
+# size in memory is printed below), to a [Zarr](https://zarr.readthedocs.io) store on disk,
+# declares the PyMC model on a **placeholder** of 1000 rows, and hands `pmm.TunaMH` the
+# stored arrays with `data=`. Nothing ever loads all rows:
 #
 # * a step reads only the few rows it draws (`pmm.ChunkedRows` reads them chunk by chunk);
 # * the passes over all rows that TunaMH makes when it is built (the posterior mode, the
