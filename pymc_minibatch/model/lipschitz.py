@@ -135,11 +135,7 @@ def linear_predictors(
     """
     mm = minibatch_model
     graph = mm._row_graph
-    free_rvs = set(mm.model.free_RVs)
-    families = []
-    for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
-                               strict=True):  # fmt: skip
-        families.append(fixed_family(name, rv, value, free_rvs, remedy))
+    families = observed_families(mm, remedy)
     missing = pt.constant(np.nan)
     fields = ("eta", "lipschitz", "curvature", "third", "slope", "second")
     etas, lipschitz, curvature, third, slope, second = (
@@ -181,6 +177,24 @@ def linear_predictors(
             )
         )
     return predictors
+
+
+def observed_families(minibatch_model, remedy=LOCAL_BOUNDS_REMEDY):
+    """The :func:`fixed_family` graphs of every observed variable on the rows, in order.
+
+    Raises
+    ------
+    BoundsUnavailableError
+        Naming the first observed variable whose likelihood is not a supported family
+        (``remedy`` ends the message).
+    """
+    graph = minibatch_model._row_graph
+    free_rvs = set(minibatch_model.model.free_RVs)
+    return [
+        fixed_family(name, rv, value, free_rvs, remedy)
+        for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
+                                   strict=True)  # fmt: skip
+    ]
 
 
 def derive_bounds(minibatch_model, control_variates=0, center=None, predictors=None):

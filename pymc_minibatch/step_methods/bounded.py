@@ -19,12 +19,7 @@ from pymc_minibatch.kernels.pcn import (
 from pymc_minibatch.kernels.random_walk import propose
 from pymc_minibatch.kernels.tuna import RowBounds
 from pymc_minibatch.model.expansions import first_order_bounds, second_order_bounds
-from pymc_minibatch.model.lipschitz import (
-    LOCAL_BOUNDS_REMEDY,
-    derive_bounds,
-    fixed_family,
-    linear_predictors,
-)
+from pymc_minibatch.model.lipschitz import derive_bounds, linear_predictors, observed_families
 from pymc_minibatch.model.region import default_radius, needs_row_expansions
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 from pymc_minibatch.step_methods.residuals import (
@@ -318,13 +313,7 @@ def _automatic_order(minibatch_model):
         Naming an observed variable whose likelihood is not a supported family.
     """
     mm = minibatch_model
-    graph = mm._row_graph
-    free_rvs = set(mm.model.free_RVs)
-    families = [
-        fixed_family(name, rv, value, free_rvs, LOCAL_BOUNDS_REMEDY)
-        for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
-                                   strict=True)  # fmt: skip
-    ]
+    families = observed_families(mm)
     if (
         all(f.third is not None for f in families)
         and not mm.shared
