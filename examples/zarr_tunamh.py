@@ -136,7 +136,8 @@ for number, seconds in enumerate(adapter.pass_seconds, start=1):
 # The passes are: the mode search (L-BFGS, one pass per iteration), the curvature at the
 # mode (finite differences of the gradient, two passes per parameter), and one pass that
 # computes every row's bound and the sums of the rows' quadratic expansions (the control
-# variates) together. Only the bounds stay in memory: one float per row.
+# variates) together. Only the bounds stay in memory: one float32 per row (each rounded up,
+# so still a bound).
 #
 # ## Sampling
 #

@@ -82,7 +82,9 @@ class Bounds:
 
     def __init__(self, c, metric_vars=None, *, center=None, whiten=None, region_radius=None,
                  region_whiten=None, _metric_indices=None):  # fmt: skip
-        c = np.asarray(c, dtype=np.float64)
+        c = np.asarray(c)
+        if c.dtype != np.float32:  # float32 bounds (rounded up, as expansions' are) are kept
+            c = c.astype(np.float64, copy=False)
         if c.ndim != 1 or c.size == 0:
             raise ValueError(f"bounds c must be a 1-D array with one value per row, got {c.shape}")
         if whiten is not None and center is None:
@@ -97,7 +99,7 @@ class Bounds:
         if not np.all(np.isfinite(c)) or np.any(c < 0) or (c.sum() <= 0 and whiten is None):
             raise ValueError("bounds c must be finite, non-negative and not all zero")
         self.c = c
-        self.total = float(c.sum())
+        self.total = float(np.sum(c, dtype=np.float64))
         self.metric_vars = None if metric_vars is None else list(metric_vars)
         self.center = None if center is None else np.asarray(center, dtype=np.float64)
         self.whiten = None if whiten is None else np.asarray(whiten, dtype=np.float64)

@@ -62,7 +62,7 @@ def tfmh_step(
     delta = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
     if not np.all(np.isfinite(delta)):
         return TFMHInfo(0.0, False, batch_size, lam, True, np.nan)
-    c_m = bounds.c[idx] * m
+    c_m = bounds.c[idx].astype(np.float64) * m
     bound_ratio = float(np.max(np.abs(delta) / c_m))
     reject_prob = np.clip(delta / c_m, 0.0, 1.0)
     accept = exact_accept * float(np.prod(1.0 - reject_prob))

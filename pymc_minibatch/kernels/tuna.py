@@ -30,7 +30,7 @@ from pymc_minibatch.kernels.random_walk import log_accept_to_prob
 
 class RowBounds(NamedTuple):
     c: np.ndarray
-    """Per-row constants, shape (N,)."""
+    """Per-row constants, shape (N,) (float32 or float64; the kernel computes in float64)."""
     total: float
     """``C = sum(c)``."""
     sample: Callable[[np.random.Generator, int], np.ndarray]
@@ -78,9 +78,10 @@ def tuna_log_ratio(
     delta = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
     if not np.all(np.isfinite(delta)):
         return -np.inf, 0, np.nan, False
-    c_m = bounds.c[idx] * m
+    c = bounds.c[idx].astype(np.float64)
+    c_m = c * m
     bound_ratio = float(np.max(np.abs(delta) / c_m))
-    base = chi * bounds.c[idx] * bounds.total * m**2
+    base = chi * c * bounds.total * m**2
     phi_forward = np.clip(0.5 * (delta + c_m), 0.0, c_m)
     phi_reverse = c_m - phi_forward
     keep = rng.random(batch_size) * (base + c_m) < base + phi_forward

@@ -34,7 +34,7 @@ class WeightedRows:
     ----------
     weights : array_like, shape (N,)
         Non-negative, finite, with a positive sum. Kept by reference (not copied) when
-        already a float64 array: the sampler reads it at every draw.
+        already a float64 or float32 array: the sampler reads it at every draw.
     block_rows : int, default BLOCK_ROWS
         Rows per block of the first level.
 
@@ -56,7 +56,9 @@ class WeightedRows:
     """
 
     def __init__(self, weights, block_rows=BLOCK_ROWS):
-        weights = np.asarray(weights, dtype=np.float64)
+        weights = np.asarray(weights)
+        if weights.dtype != np.float32:  # float32 weights are kept as they are (no N copy)
+            weights = weights.astype(np.float64, copy=False)
         if weights.ndim != 1 or weights.size == 0:
             raise ValueError("weights must be a non-empty 1-D array")
         if int(block_rows) != block_rows or block_rows < 1:
@@ -74,7 +76,7 @@ class WeightedRows:
                 raise ValueError("weights must be finite, non-negative and not all zero")
             first = start // self.block_rows
             block_sums[first : first + -(-chunk.size // self.block_rows)] = np.add.reduceat(
-                chunk, np.arange(0, chunk.size, self.block_rows)
+                chunk, np.arange(0, chunk.size, self.block_rows), dtype=np.float64
             )
         self.cumulative = np.cumsum(block_sums)
         """Cumulative sums of the blocks' weights, shape ``(ceil(N / block_rows),)``."""
@@ -111,7 +113,7 @@ class WeightedRows:
         weights = np.zeros((blocks.size, width))
         whole = blocks.size - int(blocks[-1] == full)  # blocks are sorted
         matrix = self.weights[: full * width].reshape(full, width)
-        np.take(matrix, blocks[:whole], axis=0, out=weights[:whole])
+        weights[:whole] = matrix[blocks[:whole]]
         if whole < blocks.size:
             weights[whole, : self.n - full * width] = self.weights[full * width :]
         within = np.cumsum(weights, axis=1)

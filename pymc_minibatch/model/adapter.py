@@ -26,7 +26,7 @@ from pytensor.graph.rewriting.basic import in2out
 
 from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch.exceptions import NonFactorizableError
-from pymc_minibatch.model.dask_passes import BlockFunction
+from pymc_minibatch.model.dask_passes import BlockFunction, SummedFirstOutput
 from pymc_minibatch.model.graph import build_row_graph
 from pymc_minibatch.model.laplace import fit_laplace
 from pymc_minibatch.model.rows import (
@@ -41,8 +41,10 @@ from pymc_minibatch.model.validation import (
     refuse_rows_outside_support,
 )
 
-#: Rows per call when a method runs over all the data (bounds memory for memmap data).
-FULL_DATA_CHUNK_ROWS = 2**17
+#: Rows per call when a method runs over all the data (bounds memory for memmap data). A
+#: block is also a Dask task's read of chunked rows: at 2^17 rows, glibc kept per thread
+#: what the blocks freed (see ``benchmarks/chunked_rows.py``'s peak memory).
+FULL_DATA_CHUNK_ROWS = 2**16
 #: Rows per vectorised Jacobian call (its cost grows with the square of the rows).
 JACOBIAN_BLOCK_ROWS = 128
 
@@ -501,7 +503,7 @@ class MinibatchModel:
         >>> round(mm.full_loglik(np.zeros(3)), 2)  # 1000 rows at p = 1/2
         -693.15
         """
-        return sum(float(np.sum(values)) for values in self._over_all_rows("loglik", theta))
+        return sum(self._over_all_rows("loglik", theta, summed=True))
 
     def full_loglik_rows(self, theta):
         """The log-likelihood of each of the N rows (one pass over the data, in chunks).
@@ -536,15 +538,17 @@ class MinibatchModel:
         theta = self._as_theta(theta)
         total, grad = self.logprior_and_grad(theta)
         grad = grad.copy()
-        for values, chunk_grad in self._over_all_rows("grad_loglik", theta):
-            total += float(np.sum(values))
+        for block_total, chunk_grad in self._over_all_rows("grad_loglik", theta, summed=True):
+            total += block_total
             grad += chunk_grad
         return total, grad
 
-    def _over_all_rows(self, name, theta):
+    def _over_all_rows(self, name, theta, summed=False):
         """Compiled function ``name`` on each chunk of all N rows, in order: one full-data
-        pass, in this process or through Dask when rows are in chunked arrays."""
-        return self.over_all_rows(self._block_function(name), theta)
+        pass, in this process or through Dask when rows are in chunked arrays. With
+        ``summed``, its first output (one value per row) is summed within each chunk."""
+        function = self._block_function(name)
+        return self.over_all_rows(SummedFirstOutput(function) if summed else function, theta)
 
     def over_all_rows(self, function, theta, consume=None):
         """``[function(theta, *rows) for each block of rows]``, in order: one full-data pass

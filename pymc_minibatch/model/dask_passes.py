@@ -11,6 +11,9 @@ in which their results are added are those of the in-memory pass, so the results
 same to the last bit.
 """
 
+import ctypes
+import ctypes.util
+import functools
 import threading
 import uuid
 
@@ -73,6 +76,29 @@ class BlockFunction:
         self.__dict__.update(restored.__dict__)
 
 
+class SummedFirstOutput:
+    """A block function whose first output, one value per row, is summed where the block is
+    evaluated: a pass that needs only the total (the log-likelihood and its gradient, in
+    the mode search and the curvature) then holds one number per block, not one per row.
+
+    Parameters
+    ----------
+    block_function : BlockFunction
+    """
+
+    def __init__(self, block_function):
+        self.block_function = block_function
+
+    def __call__(self, theta, *rows):
+        outputs = self.block_function(theta, *rows)
+        if isinstance(outputs, list):
+            return [float(np.sum(outputs[0])), *outputs[1:]]
+        return float(np.sum(outputs))
+
+    def __dask_tokenize__(self):
+        return ("SummedFirstOutput", self.block_function.token)
+
+
 def _loads(payload):
     import cloudpickle
 
@@ -95,38 +121,85 @@ def map_row_blocks(function, theta, arrays, dtypes, n_data, block_rows, in_waves
     """
     import dask
 
-    blocks = [_dask_rows(array, block_rows) for array in arrays]
     n_blocks = -(-n_data // block_rows)
+    sources = [_block_sources(array, block_rows) for array in arrays]
     evaluate = dask.delayed(_evaluate_block, pure=True)
     shared_function = dask.delayed(function, pure=True)
-    tasks = [
-        evaluate(shared_function, theta, dtypes, *(b.blocks[i] for b in blocks))
-        for i in range(n_blocks)
-    ]
+    tasks = []
+    for i in range(n_blocks):
+        rows = slice(i * block_rows, min((i + 1) * block_rows, n_data))
+        blocks = [source[i] if isinstance(source, list) else source for source in sources]
+        tasks.append(evaluate(shared_function, theta, dtypes, rows, *blocks))
     if not in_waves:
-        return list(dask.compute(*tasks))
-    return (
-        result
-        for first in range(0, n_blocks, WAVE_BLOCKS)
-        for result in dask.compute(*tasks[first : first + WAVE_BLOCKS])
-    )
+        results = list(dask.compute(*tasks))
+        release_freed_memory()
+        return results
+    return (result for wave in _waves(tasks) for result in wave)
 
 
-def _dask_rows(array, block_rows):
-    """``array`` as a Dask array chunked in blocks of ``block_rows`` rows (all columns)."""
-    import dask.array as da
+def _block_sources(array, block_rows):
+    """What the tasks read ``array``'s blocks from: one Dask task per block of a Dask
+    array, else the array itself, sliced inside each task."""
+    import dask
 
     if isinstance(array, ChunkedRows) and array.kind == "dask":
         rows = array.array
-        return rows.rechunk({0: block_rows, **{axis: -1 for axis in range(1, rows.ndim)}})
+        rows = rows.rechunk({0: block_rows, **{axis: -1 for axis in range(1, rows.ndim)}})
+        return list(rows.to_delayed().ravel())
     # Zarr, xarray and NumPy: each task reads its block with one slice (Zarr reads the
-    # stored chunks under it concurrently); one task per stored chunk would cost a task's
-    # overhead per small chunk (4.9 against 2.1 s per pass over 10^6 rows in 1024-row chunks)
-    return da.from_array(array, chunks=(block_rows, *array.shape[1:]), name=False)
+    # stored chunks under it concurrently) when it runs, so a block is in memory only
+    # while it is evaluated; one task per stored chunk would cost a task's overhead per
+    # small chunk (4.9 against 2.1 s per pass over 10^6 rows in 1024-row chunks). A
+    # fixed name: Dask would otherwise hash an in-memory array's data to name it.
+    return dask.delayed(_Sliced(array), name=f"rows-{uuid.uuid4().hex}", traverse=False)
 
 
-def _evaluate_block(function, theta, dtypes, *rows):
+class _Sliced:
+    """An array read by row slices inside a task (marks it apart from a block's rows)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def read(self, rows):
+        return self.array[rows]
+
+
+def _waves(tasks):
+    import dask
+
+    for first in range(0, len(tasks), WAVE_BLOCKS):
+        wave = dask.compute(*tasks[first : first + WAVE_BLOCKS])
+        release_freed_memory()
+        yield wave
+
+
+def release_freed_memory():
+    """Give memory freed by a pass back to the operating system (glibc's ``malloc_trim``).
+
+    Each of Dask's threads allocates its blocks in a malloc arena of its own, and glibc
+    keeps what they free for later: without this, over the passes of a TunaMH
+    construction on Zarr rows, the process grew pass after pass by memory that was free
+    but still held (``benchmarks/chunked_rows.py`` prints the peak). ``dask.distributed``
+    trims its workers in the same way. Elsewhere than glibc, nothing.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    library = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(library).malloc_trim if library else None
+    except (OSError, AttributeError):  # not glibc (macOS, musl): no malloc_trim
+        return None
+
+
+def _evaluate_block(function, theta, dtypes, rows, *blocks):
+    blocks = [b.read(rows) if isinstance(b, _Sliced) else b for b in blocks]
     # arrays unpickled from a message may be unaligned, which compiled C code refuses
     theta = np.require(theta, dtype=np.float64, requirements="A")
-    rows = (np.require(r, dtype=d, requirements="A") for r, d in zip(rows, dtypes, strict=True))
-    return function(theta, *rows)
+    blocks = (np.require(b, dtype=d, requirements="A")
+              for b, d in zip(blocks, dtypes, strict=True))  # fmt: skip
+    return function(theta, *blocks)

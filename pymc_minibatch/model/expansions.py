@@ -7,9 +7,10 @@ derivative. None of this is kept per row: one pass over the data (block by block
 Dask when the rows are in chunked arrays, see :meth:`MinibatchModel.over_all_rows`)
 reduces each block to its rows' bounds ``c_i`` and its share of the expansions' sums ``G``
 and ``H``; a step recomputes the few rows' expansions it needs from the rows it reads
-(:meth:`SecondOrderExpansion.row_difference`). So the memory that stays is one float per
-row, and the pass reads the data once however many parameters there are (the designs are
-measured by finite differences inside each block).
+(:meth:`SecondOrderExpansion.row_difference`). So the memory that stays is one float32 per
+row (each bound rounded up, so still a bound), and the pass reads the data once however
+many parameters there are (the designs are measured by finite differences inside each
+block).
 """
 
 import numpy as np
@@ -102,7 +103,7 @@ class _BlockBounds:
         for start in range(0, c.size, SUB_BLOCK_ROWS):
             sub = [r[start : start + SUB_BLOCK_ROWS] for r in rows]
             c[start : start + SUB_BLOCK_ROWS] = self._reduce(center, sub, gradient, hessian)
-        return c, gradient, hessian
+        return _rounded_up_to_float32(c), gradient, hessian
 
     def _reduce(self, center, rows, gradient, hessian):
         layout, n_predictors = self.layout, self.layout.n_predictors
@@ -143,6 +144,15 @@ class _BlockBounds:
         return c
 
 
+def _rounded_up_to_float32(c):
+    """``c`` in float32, each value rounded up: still upper bounds, in half the memory (the
+    bounds are the one array kept per row; 40 MB less at 10^7 rows)."""
+    single = c.astype(np.float32)
+    below = single < c
+    single[below] = np.nextafter(single[below], np.float32(np.inf))
+    return single
+
+
 def _bounds_pass(minibatch_model, laplace, radius, order):
     """``(c, G, H, specs, layout, terms)`` from one pass over the rows."""
     mm = minibatch_model
@@ -153,7 +163,7 @@ def _bounds_pass(minibatch_model, laplace, radius, order):
     transform, _ = whitening(laplace)
     reduce_block = _BlockBounds(terms.block_function(), names, specs, layout,
                                 mm.initial_theta(), transform, radius, order)  # fmt: skip
-    c = np.empty(mm.n_data)
+    c = np.empty(mm.n_data, dtype=np.float32)
     gradient, hessian = np.zeros(mm.ndim), np.zeros((mm.ndim, mm.ndim))
     filled = 0
 

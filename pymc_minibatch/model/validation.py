@@ -27,7 +27,7 @@ from pymc_minibatch.exceptions import DataValidationError
 from pymc_minibatch.model.rows import root_value
 
 #: Rows read at a time by the checks that run over all the data.
-VALIDATION_CHUNK_ROWS = 2**17
+VALIDATION_CHUNK_ROWS = 2**16
 #: Jittered points tried, besides the initial point, before a row is called impossible.
 N_JITTERED_POINTS = 3
 #: Half-width of the uniform jitter in the transformed space (pm.sample jitters by 1).

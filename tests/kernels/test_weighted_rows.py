@@ -121,3 +121,14 @@ def test_the_sampler_keeps_no_row_sized_array_of_its_own():
     assert sampler.weights is weights  # the weights by reference, not a copy
     own = [v for v in vars(sampler).values() if isinstance(v, np.ndarray) and v is not weights]
     assert sum(v.nbytes for v in own) <= 8 * (100_000 // 1024 + 1)
+
+
+def test_float32_weights_are_kept_and_drawn_as_their_float64_values():
+    """Bounds rounded up to float32 (second-order control variates keep them so): no copy
+    in float64, and the draws of the same values held in float64."""
+    weights = _weights(5000, 8).astype(np.float32)
+    sampler = WeightedRows(weights, block_rows=64)
+    assert sampler.weights is weights
+    rows = sampler.sample(np.random.default_rng(9), 20_000)
+    as_float64 = WeightedRows(weights.astype(np.float64), block_rows=64)
+    np.testing.assert_array_equal(as_float64.sample(np.random.default_rng(9), 20_000), rows)

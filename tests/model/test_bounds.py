@@ -5,7 +5,8 @@ import pymc as pm
 import pytest
 
 import pymc_minibatch as pmm
-from pymc_minibatch.bounds import metric
+from pymc_minibatch.bounds import Bounds, metric
+from pymc_minibatch.model import expansions
 from pymc_minibatch.model.lipschitz import derive_bounds
 
 RNG = np.random.default_rng(5)
@@ -174,3 +175,18 @@ def test_normal_likelihood_needs_control_variates():
         pm.Normal("y", X @ b, 1.0, observed=Y_REAL)
         with pytest.raises(pmm.BoundsUnavailableError, match="'y' .NormalRV. has no bounded first"):
             pmm.PoissonMH()
+
+
+def test_bounds_rounded_up_to_float32_stay_upper_bounds():
+    """The one array TunaMH keeps per row with second-order control variates, in half the
+    memory: every value at least the float64 bound, and at most one float32 spacing above."""
+    c = np.random.default_rng(3).lognormal(-8.0, 3.0, size=10_000)
+    c[:3] = [0.0, 1.0, 0.1]  # exactly representable, not: 0.1 rounds down in float32
+    single = expansions._rounded_up_to_float32(c)
+    assert single.dtype == np.float32
+    assert np.all(single >= c)
+    assert np.all(single <= np.nextafter(c.astype(np.float32), np.float32(np.inf)))
+    assert single[:2].tolist() == [0.0, 1.0] and float(single[2]) > 0.1
+    bounds = Bounds(single, center=np.zeros(2), whiten=np.eye(2))
+    assert bounds.c is single  # kept as given, not copied into float64
+    assert bounds.total == pytest.approx(np.sum(single, dtype=np.float64), rel=1e-15)

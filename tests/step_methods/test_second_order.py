@@ -102,7 +102,7 @@ def test_one_pass_gives_the_bounds_and_sums_of_the_rows_expansions(block_rows, m
     """Against the logistic rows' own derivatives at the mode: ``G = sum_i (y_i - p_i) x_i``,
     ``H = -sum_i p_i (1 - p_i) x_i x_i'`` and ``c_i = K ||L' x_i||^3 / 6`` with ``K = 1 / (6
     sqrt 3)`` the bound on the log-sigmoid's third derivative; in one block, and in blocks
-    (and sub-blocks) of 64 rows. Nothing is kept per row but ``c``."""
+    (and sub-blocks) of 64 rows. Nothing is kept per row but ``c``, in float32."""
     monkeypatch.setattr(adapter, "FULL_DATA_CHUNK_ROWS", block_rows)
     monkeypatch.setattr(expansions, "SUB_BLOCK_ROWS", min(block_rows, 32))
     model = logistic()
@@ -116,7 +116,11 @@ def test_one_pass_gives_the_bounds_and_sums_of_the_rows_expansions(block_rows, m
     np.testing.assert_allclose(expansion.hessian, -(rows.T * (p * (1 - p))) @ rows, rtol=1e-9)
     transform = np.linalg.inv(expansion.whiten)
     norms = np.linalg.norm(rows @ transform, axis=1)
-    np.testing.assert_allclose(bounds.c, norms**3 / (6.0 * np.sqrt(3.0)) / 6.0, rtol=1e-9)
+    exact = norms**3 / (6.0 * np.sqrt(3.0)) / 6.0
+    # kept in float32, rounded up: at least the bound, within one float32 spacing of it
+    assert bounds.c.dtype == np.float32
+    assert np.all(bounds.c >= exact * (1.0 - 1e-9))
+    np.testing.assert_allclose(bounds.c, exact, rtol=2.0**-23)
     per_row = [name for name, value in expansion._asdict().items()
                if np.ndim(value) and np.shape(value)[0] == 500]  # fmt: skip
     assert per_row == []
