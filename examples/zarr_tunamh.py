@@ -63,8 +63,8 @@ SEED = 20261202
 # %% [markdown]
 # ## The rows, written to Zarr block by block
 #
-# Synthetic rows with known coefficients, generated and written one block of about a
-# million rows at a time, so that they are never all in memory here either. The store is
+# Synthetic rows with known coefficients, generated and written 131,072 rows (8 chunks) at
+# a time, so that they are never all in memory here either. The store is
 # chunked along the rows: a chunk is the unit Zarr reads and decompresses.
 
 # %%
@@ -76,7 +76,7 @@ X_store = zarr.create_array(f"{store}/X.zarr", shape=(N_ROWS, N_FEATURES), dtype
                             chunks=(CHUNK_ROWS, N_FEATURES))  # fmt: skip
 y_store = zarr.create_array(f"{store}/y.zarr", shape=(N_ROWS,), dtype="int8",
                             chunks=(CHUNK_ROWS,))  # fmt: skip
-block = 64 * CHUNK_ROWS
+block = 8 * CHUNK_ROWS
 started = time.perf_counter()
 for start in range(0, N_ROWS, block):
     rows = min(block, N_ROWS - start)
