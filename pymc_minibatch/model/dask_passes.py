@@ -122,14 +122,15 @@ def map_row_blocks(function, theta, arrays, dtypes, n_data, block_rows, in_waves
     import dask
 
     n_blocks = -(-n_data // block_rows)
-    sources = [_block_sources(array, block_rows) for array in arrays]
+    sources = [_block_sources(array, block_rows, n_blocks) for array in arrays]
     evaluate = dask.delayed(_evaluate_block, pure=True)
     shared_function = dask.delayed(function, pure=True)
-    tasks = []
-    for i in range(n_blocks):
-        rows = slice(i * block_rows, min((i + 1) * block_rows, n_data))
-        blocks = [source[i] if isinstance(source, list) else source for source in sources]
-        tasks.append(evaluate(shared_function, theta, dtypes, rows, *blocks))
+    tasks = [
+        evaluate(shared_function, theta, dtypes,
+                 slice(i * block_rows, min((i + 1) * block_rows, n_data)),
+                 *(source[i] for source in sources))  # fmt: skip
+        for i in range(n_blocks)
+    ]
     if not in_waves:
         results = list(dask.compute(*tasks))
         release_freed_memory()
@@ -137,9 +138,9 @@ def map_row_blocks(function, theta, arrays, dtypes, n_data, block_rows, in_waves
     return (result for wave in _waves(tasks) for result in wave)
 
 
-def _block_sources(array, block_rows):
-    """What the tasks read ``array``'s blocks from: one Dask task per block of a Dask
-    array, else the array itself, sliced inside each task."""
+def _block_sources(array, block_rows, n_blocks):
+    """What each of the ``n_blocks`` tasks reads its block of ``array`` from: the block's
+    own Dask task for a Dask array, else the array itself, sliced inside the task."""
     import dask
 
     if isinstance(array, ChunkedRows) and array.kind == "dask":
@@ -151,7 +152,8 @@ def _block_sources(array, block_rows):
     # while it is evaluated; one task per stored chunk would cost a task's overhead per
     # small chunk (4.9 against 2.1 s per pass over 10^6 rows in 1024-row chunks). A
     # fixed name: Dask would otherwise hash an in-memory array's data to name it.
-    return dask.delayed(_Sliced(array), name=f"rows-{uuid.uuid4().hex}", traverse=False)
+    shared = dask.delayed(_Sliced(array), name=f"rows-{uuid.uuid4().hex}", traverse=False)
+    return [shared] * n_blocks
 
 
 class _Sliced:

@@ -11,7 +11,6 @@ with large datasets", ICML). For every pair of points::
 """
 
 
-
 class PlainRows:
     """No control variates: the rows' log-likelihoods themselves."""
 
