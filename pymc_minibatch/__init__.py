@@ -4,6 +4,7 @@ Conventionally imported as ``import pymc_minibatch as pmm``.
 """
 
 from pymc_minibatch import bounds, schedules
+from pymc_minibatch.answer_check import AnswerCheckWarning
 from pymc_minibatch.compare import compare, plot_compare
 from pymc_minibatch.diagnostics import ksd
 from pymc_minibatch.ensemble import cmint_average, cmint_ensemble
@@ -16,6 +17,7 @@ from pymc_minibatch.exceptions import (
 )
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.model.chunked import ChunkedRows
+from pymc_minibatch.model.laplace import LaplaceFitWarning
 from pymc_minibatch.particles import sample_particles
 from pymc_minibatch.plotting import plot_trace
 from pymc_minibatch.registry import BY_NAME as _SAMPLERS
@@ -26,10 +28,12 @@ globals().update({name: entry.step_class for name, entry in _SAMPLERS.items()})
 
 __all__ = [
     *SAMPLER_NAMES,
+    "AnswerCheckWarning",
     "BoundViolationError",
     "BoundsUnavailableError",
     "ChunkedRows",
     "DataValidationError",
+    "LaplaceFitWarning",
     "MinibatchModel",
     "NonFactorizableError",
     "SamplerDivergenceError",

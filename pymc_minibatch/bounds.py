@@ -36,8 +36,9 @@ log-likelihood ``|y_i - x_i' beta| / b`` is ``||x_i|| / b``-Lipschitz in ``beta`
 
 import numpy as np
 
+from pymc_minibatch.kernels.arrowhead import ArrowheadFactor
 from pymc_minibatch.kernels.pcn import cubic_metric
-from pymc_minibatch.kernels.weighted_rows import WeightedRows
+from pymc_minibatch.kernels.weighted_rows import GroupedRows, WeightedRows
 
 #: Relative slack for rounding in the log-densities when a step checks that a row stays within
 #: its bound (``|Delta_i| <= c_i M`` for :class:`Bounds`, ``lower_i <= l_i <= upper_i`` for
@@ -58,10 +59,16 @@ class Bounds:
     center : array_like, optional
         A point in ``theta``-space (typically the MAP): ``c`` then bounds the control-variate
         residuals with the Taylor metric above.
-    whiten : array_like, optional
+    whiten : array_like or ArrowheadFactor, optional
         With ``center``: ``c`` bounds second-order residuals, with the cubic metric in the
         whitened coordinates ``z = whiten @ (theta - center)`` (see :func:`metric`); all
-        ``c`` may then be zero (a likelihood that is exactly quadratic).
+        ``c`` may then be zero (a likelihood that is exactly quadratic). An
+        :class:`~pymc_minibatch.kernels.arrowhead.ArrowheadFactor` (``z = whiten.to_z(theta -
+        center)``) with ``groups`` gives each group of rows its own metric, over its own
+        coordinates of ``z`` and the shared ones (see :meth:`metrics`).
+    groups : array of int, optional
+        With a structured ``whiten``: each row's group (-1 for rows in none), whose
+        coordinates are ``whiten.local[g]``.
     region_radius : float, optional
         With ``center``: the bounds hold only for pairs inside the trust region ``||z|| <=
         region_radius`` with ``z = region_whiten @ (theta - center)``
@@ -81,7 +88,7 @@ class Bounds:
     """
 
     def __init__(self, c, metric_vars=None, *, center=None, whiten=None, region_radius=None,
-                 region_whiten=None, _metric_indices=None):  # fmt: skip
+                 region_whiten=None, groups=None, _metric_indices=None):  # fmt: skip
         c = np.asarray(c)
         if c.dtype != np.float32:  # float32 bounds (rounded up, as expansions' are) are kept
             c = c.astype(np.float64, copy=False)
@@ -102,18 +109,43 @@ class Bounds:
         self.total = float(np.sum(c, dtype=np.float64))
         self.metric_vars = None if metric_vars is None else list(metric_vars)
         self.center = None if center is None else np.asarray(center, dtype=np.float64)
-        self.whiten = None if whiten is None else np.asarray(whiten, dtype=np.float64)
+        self.whiten = _operator(whiten)
         self.region_radius = None if region_radius is None else float(region_radius)
-        self.region_whiten = None if region_whiten is None else np.asarray(region_whiten, float)
+        self.region_whiten = _operator(region_whiten)
+        self.structured = isinstance(self.whiten, ArrowheadFactor)
+        """Whether each group of rows has a metric of its own (:meth:`metrics`)."""
+        if groups is not None and not self.structured:
+            raise ValueError("groups= needs a structured whiten (an ArrowheadFactor)")
+        self.groups = groups
+        """Each row's group (-1: none), or None."""
+        self.n_groups = int(self.whiten.local.shape[0]) if self.structured else 0
         self._metric_indices = _metric_indices
         self._row_sampler = None
 
     @property
     def row_sampler(self):
-        """Draws row ``i`` with probability ``c_i / C`` (built once, on demand)."""
+        """Draws row ``i`` with probability ``c_i / C`` (built once, on demand): a
+        :class:`~pymc_minibatch.kernels.weighted_rows.GroupedRows` (within groups) when the
+        rows are in groups."""
         if self._row_sampler is None:
-            self._row_sampler = WeightedRows(self.c)
+            if self.groups is not None:
+                self._row_sampler = GroupedRows(self.c, self.groups, self.n_groups)
+            else:
+                self._row_sampler = WeightedRows(self.c)
         return self._row_sampler
+
+    def metrics(self, theta, theta2, indices=None):
+        """``M_g(theta, theta')`` of each group of rows, shape ``(n_groups + 1,)`` (the last
+        for rows in no group): with a structured ``whiten``, the cubic metric of
+        :func:`metric` over each group's coordinates of ``z`` and the shared ones (a row of
+        group ``g`` depends on ``z`` only through them); else ``[metric(...)]``."""
+        if not self.structured:
+            return np.array([metric(self, theta, theta2, indices)])
+        z, z2 = self.whiten.to_z(theta - self.center), self.whiten.to_z(theta2 - self.center)
+        a2, b2 = _group_squares(self.whiten, z), _group_squares(self.whiten, z2)
+        jump = np.sqrt(_group_squares(self.whiten, z2 - z))
+        a, b = np.sqrt(a2), np.sqrt(b2)
+        return jump * (a2 + a * b + b2)
 
     @property
     def order(self):
@@ -124,7 +156,13 @@ class Bounds:
         """Whether ``theta`` lies where the bounds hold (everywhere without a region)."""
         if self.region_radius is None:
             return True
-        z = self.region_whiten @ (theta - self.center)
+        delta = theta - self.center
+        if isinstance(self.region_whiten, ArrowheadFactor):
+            # the region of each group's coordinates and the shared ones: convex, as their
+            # intersection
+            squares = _group_squares(self.region_whiten, self.region_whiten.to_z(delta))
+            return bool(np.max(squares) <= self.region_radius**2)
+        z = self.region_whiten @ delta
         return bool(z @ z <= self.region_radius**2)
 
     def metric_indices(self, minibatch_model):
@@ -137,6 +175,21 @@ class Bounds:
 
     def __getstate__(self):
         return {**self.__dict__, "_row_sampler": None}  # rebuilt on demand, never shipped
+
+
+def _operator(whiten):
+    """A whitening as given: an ArrowheadFactor, or a dense array (float64), or None."""
+    if whiten is None or isinstance(whiten, ArrowheadFactor):
+        return whiten
+    return np.asarray(whiten, dtype=np.float64)
+
+
+def _group_squares(factor, z):
+    """``||(z_g, z_S)||^2`` for every group ``g`` and ``||z_S||^2`` last, shape ``(G + 1,)``:
+    the squared norm of each group's coordinates of ``z`` with the shared ones."""
+    shared = float(np.sum(z[factor.shared] ** 2))
+    own = np.sum(z[factor.local] ** 2, axis=1) if factor.local.size else np.empty(0)
+    return np.append(own + shared, shared)
 
 
 class GlobalBounds:
@@ -260,8 +313,8 @@ def metric(bounds, theta, theta2, indices=None):
     26.0
     """
     if bounds.whiten is not None:
-        return cubic_metric(bounds.whiten @ (theta - bounds.center),
-                            bounds.whiten @ (theta2 - bounds.center))  # fmt: skip
+        whiten = bounds.whiten.to_z if bounds.structured else bounds.whiten.__matmul__
+        return cubic_metric(whiten(theta - bounds.center), whiten(theta2 - bounds.center))
     step = distance(theta, theta2, indices)
     if bounds.center is None:
         return step

@@ -16,10 +16,14 @@ import xarray as xr
 from pymc.initial_point import make_initial_point_fn
 
 from pymc_minibatch._deprecation import renamed_arguments
+from pymc_minibatch.answer_check import AnswerCheckWarning, LaplaceCheck
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import particles as kernels
 from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
-from pymc_minibatch.kernels.preconditioning import DensePreconditioner, identity_preconditioner
+from pymc_minibatch.kernels.preconditioning import (
+    DiagonalPreconditioner,
+    identity_preconditioner,
+)
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.model import control_variates as cv
 from pymc_minibatch.model.adapter import MinibatchModel
@@ -336,6 +340,8 @@ def sample_particles(
                        coordinate_names=minibatch_model.coordinate_names())  # fmt: skip
     thetas, logp, history = run.run(thetas, n_steps, progressbar)
     elapsed = time.perf_counter() - started
+    if fit is not None and fit.is_mode:
+        _check_answer(fit, minibatch_model, method, thetas)
 
     stats = xr.Dataset(
         {
@@ -360,6 +366,19 @@ def sample_particles(
     return draws_to_result(minibatch_model, thetas, sample_stats=stats, attrs=attrs)
 
 
+def _check_answer(fit, minibatch_model, method, thetas):
+    """Warn when the particles are far from the Laplace approximation (see
+    :mod:`pymc_minibatch.answer_check`)."""
+    check = LaplaceCheck(
+        fit, minibatch_model.coordinate_names(), f"sample_particles({method!r})",
+        "Pass more n_particles, a smaller step_size or a larger batch_size; or sample "
+        "exactly with pmm.TunaMH.",
+    )  # fmt: skip
+    message = check.check_all(thetas, "(the particles)")
+    if message is not None:
+        warnings.warn(message, AnswerCheckWarning, stacklevel=4)
+
+
 class _ParticleRun:
     """The particle loop in preconditioned coordinates ``z`` (``theta = z L^T`` row-wise)."""
 
@@ -374,13 +393,14 @@ class _ParticleRun:
         self.bandwidth_scale = settings["bandwidth_scale"]
         self.wasserstein_weight = settings["wasserstein_weight"]
         self.entropic_reg = settings["entropic_reg"]
-        self.to_theta, self.to_z = _matrices(preconditioner)
-        self.preconditioned = not np.all(self.to_theta == np.eye(len(self.to_theta)))
+        self.preconditioner = preconditioner
+        self.preconditioned = not isinstance(preconditioner, DiagonalPreconditioner)
 
     def run(self, thetas, n_steps, progressbar):
         """Move the particles ``n_steps`` times; returns the final particles in ``theta``
         space, their last minibatch log posteriors and the per-step history."""
-        z = thetas @ self.to_z.T
+        to_theta = self.preconditioner.to_theta
+        z = self.preconditioner.to_z(thetas)
         anchor, previous, squares = z.copy(), z.copy(), None
         history = {name: np.empty(n_steps) for name in ("step_size", "bandwidth",
                    "mean_grad_norm", "mean_velocity_norm", "spread")}  # fmt: skip
@@ -388,9 +408,9 @@ class _ParticleRun:
         with _progress(progressbar, n_steps, self.method) as advance:
             for step in range(n_steps):
                 step_size = float(self.schedule(step))
-                logp, grads = self.gradients(z @ self.to_theta.T, self.batches.next())
+                logp, grads = self.gradients(to_theta(z), self.batches.next())
                 self._check_finite(step, step_size, logp, grads)
-                grads_z = grads @ self.to_theta
+                grads_z = self.preconditioner.gradient_to_z(grads)
                 bandwidth = self.bandwidth_scale * kernels.median_bandwidth(
                     kernels.squared_distances(z, z)
                 )
@@ -411,7 +431,7 @@ class _ParticleRun:
                 drifts[step], rates[step] = _drift_and_spread_rate(previous, velocity)
                 advance()
         self._warn_if_unsettled(drifts, rates, z)
-        return z @ self.to_theta.T, logp, history
+        return to_theta(z), logp, history
 
     def _warn_if_unsettled(self, drifts, rates, z):
         """Warn when, averaged over the last tenth of the steps, the particles were still
@@ -465,8 +485,8 @@ class _ParticleRun:
         distance = float(np.max(np.abs(z - anchor)))
         if not distance <= RUNAWAY_DISTANCE:
             # name the parameter that moved furthest, in its own (preconditioned) sds
-            scale = np.sqrt(np.sum(self.to_theta**2, axis=1))
-            moves = np.max(np.abs((z - anchor) @ self.to_theta.T), axis=0) / scale
+            scale = np.sqrt(self.preconditioner.covariance_diagonal())
+            moves = np.max(np.abs(self.preconditioner.to_theta(z - anchor)), axis=0) / scale
             worst = int(np.argmax(np.where(np.isnan(moves), np.inf, moves)))
             raise SamplerDivergenceError(
                 f"sample_particles({self.method!r}) diverged at step {step}: particles moved "
@@ -489,13 +509,6 @@ def _drift_and_spread_rate(z, velocity):
 def _window_mean(values):
     """Mean over the first axis and its naive standard error."""
     return values.mean(axis=0), values.std(axis=0) / np.sqrt(values.shape[0])
-
-
-def _matrices(preconditioner):
-    """``(L, L^-1)`` of a preconditioner ``theta = L z`` as dense matrices."""
-    if isinstance(preconditioner, DensePreconditioner):
-        return preconditioner.transform, preconditioner.inverse
-    return np.diag(preconditioner.scale), np.diag(1.0 / preconditioner.scale)
 
 
 class _Batches:

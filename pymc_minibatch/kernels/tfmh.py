@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels.random_walk import log_accept_to_prob
-from pymc_minibatch.kernels.tuna import RowBounds, full_data_mh
+from pymc_minibatch.kernels.tuna import RowBounds, full_data_mh, whole_groups
 
 
 class TFMHInfo(NamedTuple):
@@ -33,7 +33,7 @@ class TFMHInfo(NamedTuple):
 def tfmh_step(
     rng: np.random.Generator,
     exact_log_ratio: float,
-    m: float,
+    metrics,
     bounds: RowBounds,
     loglik_pair: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
     full_loglik_diff: Callable[[], float] | None = None,
@@ -42,30 +42,44 @@ def tfmh_step(
 ) -> TFMHInfo:
     """Decide one TFMH proposal; the caller moves to it when ``info.accepted``.
 
+    ``metrics``: ``M_g(theta, theta')`` of each group of rows (a scalar for one group; with
+    several, row ``i`` is thinned with its group's ``c_i m_g``, and a group whose expected
+    draws reach its number of rows is one exact factor, evaluated whole).
     ``exact_log_ratio`` (the log-prior difference, plus any control-variate remainder) is
     tested as one exact factor. With ``full_data`` (a symmetric function of the two points,
     such as both lying in a trust region), the step is a full-data MH step on
     ``full_loglik_diff()`` over the ``n_data`` rows instead.
     """
-    lam = bounds.total * m
+    metrics = np.atleast_1d(np.asarray(metrics, dtype=np.float64))
+    rates = metrics * bounds.group_totals
+    lam = float(rates.sum())
     if not np.isfinite(exact_log_ratio):
         return TFMHInfo(0.0, False, 0, lam, True, 0.0)
     if full_data:
         accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, full_loglik_diff)
         return TFMHInfo(accept, accepted, n_data, lam, nonfinite, np.nan)
-    batch_size = int(rng.poisson(lam))
+    whole = np.union1d(bounds.always_whole, whole_groups(rates, bounds))
+    if bounds.group_rows is None:
+        counts = np.array([rng.poisson(lam)])
+    else:
+        counts = rng.poisson(np.where(np.isin(np.arange(rates.size), whole), 0.0, rates))
     exact_accept = log_accept_to_prob(exact_log_ratio)
-    if batch_size == 0:
+    if counts.sum() == 0 and whole.size == 0:
         return TFMHInfo(exact_accept, bool(rng.uniform() < exact_accept), 0, lam, False, 0.0)
-    idx = bounds.sample(rng, batch_size)
-    loglik_current, loglik_proposal = loglik_pair(idx)
-    delta = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
-    if not np.all(np.isfinite(delta)):
-        return TFMHInfo(0.0, False, batch_size, lam, True, np.nan)
-    c_m = bounds.c[idx].astype(np.float64) * m
-    bound_ratio = float(np.max(np.abs(delta) / c_m))
+    idx, groups = bounds.sample(rng, counts)
+    exact_idx = bounds.group_rows(whole)[0] if whole.size else np.empty(0, dtype=np.intp)
+    loglik_current, loglik_proposal = loglik_pair(np.concatenate([idx, exact_idx]))
+    delta_all = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
+    evaluated = delta_all.size
+    if not np.all(np.isfinite(delta_all)):
+        return TFMHInfo(0.0, False, evaluated, lam, True, np.nan)
+    delta = delta_all[: idx.size]
+    # the rows evaluated whole are one more exact factor
+    exact_accept *= log_accept_to_prob(-float(np.sum(delta_all[idx.size :])))
+    c_m = bounds.c[idx].astype(np.float64) * metrics[groups]
+    bound_ratio = float(np.max(np.abs(delta) / c_m)) if idx.size else 0.0
     reject_prob = np.clip(delta / c_m, 0.0, 1.0)
     accept = exact_accept * float(np.prod(1.0 - reject_prob))
-    fired = rng.random(batch_size) < reject_prob
+    fired = rng.random(idx.size) < reject_prob
     accepted = bool(rng.uniform() < exact_accept) and not fired.any()
-    return TFMHInfo(accept, accepted, batch_size, lam, False, bound_ratio)
+    return TFMHInfo(accept, accepted, evaluated, lam, False, bound_ratio)

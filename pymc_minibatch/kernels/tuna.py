@@ -18,6 +18,19 @@ the theta-marginal is the exact posterior. The prior term ``U_0`` (prior and Jac
 evaluated exactly, which the reference Julia code omits. When ``lambda >= N`` a full-data
 MH step is taken instead; the switch depends on ``lambda(theta, theta')``, which is
 symmetric, so exactness is kept.
+
+Rows in groups with a metric of their own (a hierarchical model's rows, whose bounds follow
+the movement of their group's parameters and the shared ones: ``|U_i(theta') - U_i(theta)|
+<= c_i m_g(i)``). The argument above needs, per row, a Poisson rate ``a_i + phi_i`` with
+``a_i`` symmetric and ``phi_i(theta, theta') - phi_i(theta', theta) = Delta_i``, not one
+metric for all rows: with ``phi_i = (Delta_i + c_i m_g) / 2`` and ``a_i = chi C c_i m_g^2``,
+the expected batch is ``lambda = sum_g (chi C m_g^2 + m_g) C_g`` (``C_g`` the sum of ``c``
+over group ``g``), drawn as ``Poisson(lambda_g)`` rows of each group with probability ``c_i /
+C_g`` within it; keep and accept as above with ``m_g(i)`` in place of ``m``. A group whose
+``lambda_g`` reaches its number of rows is evaluated whole instead (its rows' differences
+enter the ratio exactly): the choice depends on the pair of points symmetrically, as the
+fallback does; so are the groups evaluated whole at every step (``always_whole``), whose
+``c`` then leave ``C``. See the docs page "TunaMH on hierarchical models".
 """
 
 from collections.abc import Callable
@@ -29,73 +42,123 @@ from pymc_minibatch.kernels.random_walk import log_accept_to_prob
 
 
 class RowBounds(NamedTuple):
+    """The rows' bounds, and how to draw rows by them, in groups of rows that share a
+    metric (one group, every row, for a metric of the whole parameter vector)."""
+
     c: np.ndarray
     """Per-row constants, shape (N,) (float32 or float64; the kernel computes in float64)."""
     total: float
-    """``C = sum(c)``."""
-    sample: Callable[[np.random.Generator, int], np.ndarray]
-    """Draws ``size`` rows with probability ``c_i / C``."""
+    """``C = sum(c)`` over the rows drawn from (every group but ``always_whole``)."""
+    sample: Callable[[np.random.Generator, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    """``sample(rng, counts)``: ``counts[g]`` rows of each group ``g``, with probability
+    ``c_i / C_g`` within it; returns the rows and their groups."""
+    group_totals: np.ndarray
+    """``C_g``, the sum of ``c`` over each group, shape (n_groups,)."""
+    group_sizes: np.ndarray
+    """Rows per group, shape (n_groups,)."""
+    group_rows: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+    """``group_rows(groups)``: every row of ``groups`` and their groups (None: one group)."""
+    always_whole: np.ndarray = np.empty(0, dtype=np.intp)
+    """Groups evaluated whole at every step (their ``group_totals`` are 0): those whose rows
+    cost more to bound than to evaluate, such as a group of three rows whose parameter only
+    its prior pins down."""
+
+
+def single_group(c, total, sample):
+    """:class:`RowBounds` of one group, from ``sample(rng, size)`` drawing by ``c``."""
+    def sample_counts(rng, counts):
+        size = int(counts[0])
+        return sample(rng, size), np.zeros(size, dtype=np.intp)
+
+    return RowBounds(c, float(total), sample_counts, np.array([float(total)]),
+                     np.array([np.size(c)]))  # fmt: skip
 
 
 class TunaInfo(NamedTuple):
     accept: float
     accepted: bool
     batch_size: int
-    """Rows drawn (B), or N on a full-data fallback step."""
+    """Rows evaluated (drawn, and every row of the groups evaluated whole), or N on a
+    full-data fallback step."""
     kept: int
     """Rows kept in the auxiliary multiset (|I|)."""
     expected_batch_size: float
-    """lambda = chi C^2 m^2 + C m."""
+    """lambda = sum_g (chi C m_g^2 + m_g) C_g (``chi C^2 m^2 + C m`` for one group)."""
     fallback: bool
     nonfinite: bool
     """A log-density at the proposal was NaN or infinite; the proposal was rejected."""
     bound_ratio: float
-    """max_i |Delta_i| / (c_i m) over the evaluated rows: above 1 the bounds are violated."""
+    """max_i |Delta_i| / (c_i m_i) over the drawn rows: above 1 the bounds are violated."""
+
+
+def group_rates(chi: float, bounds: RowBounds, metrics) -> np.ndarray:
+    """``lambda_g = (chi C m_g^2 + m_g) C_g``: the expected rows drawn in each group."""
+    metrics = np.asarray(metrics, dtype=np.float64)
+    return (chi * bounds.total * metrics**2 + metrics) * bounds.group_totals
 
 
 def expected_batch_size(chi: float, total: float, m: float) -> float:
-    """``lambda = chi C^2 m^2 + C m``."""
+    """``lambda = chi C^2 m^2 + C m`` (one group)."""
     return chi * total**2 * m**2 + total * m
+
+
+def whole_groups(rates, bounds: RowBounds) -> np.ndarray:
+    """The groups (of several) whose expected draws reach their number of rows: cheaper to
+    evaluate whole. A symmetric function of the two points, as the rates are."""
+    if bounds.group_rows is None:
+        return np.empty(0, dtype=np.intp)
+    return np.flatnonzero((rates >= bounds.group_sizes) & (bounds.group_sizes > 0))
 
 
 def tuna_log_ratio(
     rng: np.random.Generator,
-    m: float,
+    metrics,
     chi: float,
     bounds: RowBounds,
     loglik_pair: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-    batch_size: int,
+    counts,
+    whole=(),
 ):
-    """Likelihood part of the log acceptance ratio on a fresh Poisson minibatch.
+    """Likelihood part of the log acceptance ratio on a fresh Poisson minibatch: ``counts[g]``
+    rows drawn in each group ``g`` (metric ``metrics[g]``), and every row of the groups
+    ``whole``, whose log-likelihood differences enter exactly.
 
-    Returns ``(log_ratio, kept, bound_ratio, finite)``; ``loglik_pair(idx)`` gives the
-    log-likelihood of rows ``idx`` at the current point and at the proposal.
+    Returns ``(log_ratio, kept, bound_ratio, finite, evaluated)``; ``loglik_pair(idx)``
+    gives the log-likelihood of rows ``idx`` at the current point and at the proposal.
     """
-    if batch_size == 0:
-        return 0.0, 0, 0.0, True
-    idx = bounds.sample(rng, batch_size)
-    loglik_current, loglik_proposal = loglik_pair(idx)
-    delta = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
-    if not np.all(np.isfinite(delta)):
-        return -np.inf, 0, np.nan, False
+    counts = np.asarray(counts)
+    whole = np.asarray(whole, dtype=np.intp)
+    if counts.sum() == 0 and whole.size == 0:
+        return 0.0, 0, 0.0, True, 0
+    idx, groups = bounds.sample(rng, counts)
+    exact_idx = bounds.group_rows(whole)[0] if whole.size else np.empty(0, dtype=np.intp)
+    loglik_current, loglik_proposal = loglik_pair(np.concatenate([idx, exact_idx]))
+    delta_all = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
+    evaluated = delta_all.size
+    if not np.all(np.isfinite(delta_all)):
+        return -np.inf, 0, np.nan, False, evaluated
+    delta, exact = delta_all[: idx.size], -float(np.sum(delta_all[idx.size :]))
+    if idx.size == 0:
+        return exact, 0, 0.0, True, evaluated
+    m = np.asarray(metrics, dtype=np.float64)[groups]
     c = bounds.c[idx].astype(np.float64)
     c_m = c * m
     bound_ratio = float(np.max(np.abs(delta) / c_m))
     base = chi * c * bounds.total * m**2
     phi_forward = np.clip(0.5 * (delta + c_m), 0.0, c_m)
     phi_reverse = c_m - phi_forward
-    keep = rng.random(batch_size) * (base + c_m) < base + phi_forward
+    keep = rng.random(idx.size) * (base + c_m) < base + phi_forward
     with np.errstate(divide="ignore"):
         log_ratio = float(
             np.sum(np.log(base[keep] + phi_reverse[keep]) - np.log(base[keep] + phi_forward[keep]))
         )
-    return log_ratio, int(keep.sum()), bound_ratio, True
+    return log_ratio + exact, int(keep.sum()), bound_ratio, True, evaluated
 
 
 def tuna_step(
     rng: np.random.Generator,
     exact_log_ratio: float,
-    m: float,
+    metrics,
     chi: float,
     bounds: RowBounds,
     loglik_pair: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
@@ -106,30 +169,38 @@ def tuna_step(
 ) -> TunaInfo:
     """Decide one TunaMH proposal; the caller moves to it when ``info.accepted``.
 
+    ``metrics``: ``M_g(theta, theta')`` of each group of rows (a scalar for one group).
     ``exact_log_ratio`` is the part of the log acceptance ratio computed exactly:
     ``log p(theta') - log p(theta)`` (priors and Jacobians), plus the linear remainder when
     ``loglik_pair`` gives control-variate residuals;
     ``full_loglik_diff()`` returns the full-data log-likelihood difference, used only on a
     fallback step: ``lambda >= n_data`` and ``fallback``, or ``full_data`` (set by the
     caller from a symmetric function of the two points, such as both lying in a trust
-    region; exactness is kept for the same reason).
+    region; exactness is kept for the same reason). With several groups, a group whose
+    expected draws reach its number of rows is evaluated whole (again a symmetric choice).
     """
-    lam = expected_batch_size(chi, bounds.total, m)
+    metrics = np.atleast_1d(np.asarray(metrics, dtype=np.float64))
+    rates = group_rates(chi, bounds, metrics)
+    lam = float(rates.sum())
     if not np.isfinite(exact_log_ratio):
         return TunaInfo(0.0, False, 0, 0, lam, False, True, 0.0)
     if full_data or (fallback and lam >= n_data):
         accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, full_loglik_diff)
         return TunaInfo(accept, accepted, n_data, n_data, lam, True, nonfinite, np.nan)
-    batch_size = int(rng.poisson(lam))
-    log_lik_ratio, kept, bound_ratio, finite = tuna_log_ratio(
-        rng, m, chi, bounds, loglik_pair, batch_size
+    whole = np.union1d(bounds.always_whole, whole_groups(rates, bounds))
+    if bounds.group_rows is None:
+        counts = np.array([rng.poisson(lam)])
+    else:
+        counts = rng.poisson(np.where(np.isin(np.arange(rates.size), whole), 0.0, rates))
+    log_lik_ratio, kept, bound_ratio, finite, evaluated = tuna_log_ratio(
+        rng, metrics, chi, bounds, loglik_pair, counts, whole
     )
     if not finite:
-        return TunaInfo(0.0, False, batch_size, 0, lam, False, True, bound_ratio)
+        return TunaInfo(0.0, False, evaluated, 0, lam, False, True, bound_ratio)
     log_ratio = exact_log_ratio + log_lik_ratio
     accepted = bool(np.log(rng.uniform()) < log_ratio)
     return TunaInfo(
-        log_accept_to_prob(log_ratio), accepted, batch_size, kept, lam, False, False, bound_ratio
+        log_accept_to_prob(log_ratio), accepted, evaluated, kept, lam, False, False, bound_ratio
     )
 
 

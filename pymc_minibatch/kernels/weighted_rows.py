@@ -88,7 +88,26 @@ class WeightedRows:
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` independent indices (with replacement), in the order drawn."""
-        scaled = rng.random(size) * self.total
+        return self.rows_at(rng.random(size) * self.total)
+
+    def prefix(self, positions):
+        """The cumulative weight before each of ``positions`` (0 to N), as the draws add it
+        up: a variate in ``[prefix(a), prefix(b))`` lands on a row in ``[a, b)`` up to
+        rounding."""
+        positions = np.asarray(positions, dtype=np.int64)
+        blocks = positions // self.block_rows
+        before = np.where(blocks > 0, self.cumulative[np.maximum(blocks - 1, 0)], 0.0)
+        within = np.zeros(positions.size)
+        for k, (block, position) in enumerate(zip(blocks, positions, strict=True)):
+            start = block * self.block_rows
+            if position > start:
+                within[k] = np.cumsum(self.weights[start:position], dtype=np.float64)[-1]
+        return before + within
+
+    def rows_at(self, scaled):
+        """The rows of variates ``scaled`` in ``[0, total)`` (the inverse of the cumulative
+        weights)."""
+        size = scaled.size
         blocks = np.searchsorted(self.cumulative, scaled, side="right")
         np.minimum(blocks, self._last_block, out=blocks)
         # the variate's offset within its block
@@ -133,3 +152,75 @@ class WeightedRows:
         if past.size:
             low[past] = width - 1 - np.argmax(weights[local[past], ::-1] > 0, axis=1)
         return blocks[local] * width + low
+
+
+class GroupedRows:
+    """Rows drawn with probability proportional to their weights within given groups.
+
+    The rows are ordered by group once (a permutation kept as int32 or int64, and the
+    weights in that order); a draw in group ``g`` is a variate between the cumulative
+    weights at the group's first and past its last row, inverted by :class:`WeightedRows`
+    on the ordered weights. So ``counts[g]`` rows of group ``g`` cost what as many draws of
+    :meth:`WeightedRows.sample` cost, whatever the number of groups.
+
+    Parameters
+    ----------
+    weights : array_like, shape (N,)
+        Non-negative and finite, with a positive sum.
+    groups : array of int, shape (N,)
+        Each row's group in ``0 .. n_groups - 1``, or -1 for a row in no group (the last
+        bucket, ``n_groups``).
+    n_groups : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = GroupedRows(np.array([1.0, 0.0, 2.0, 5.0]), np.array([1, 0, 1, -1]), 2)
+    >>> rows.totals, rows.sizes
+    (array([0., 3., 5.]), array([1, 2, 1]))
+    >>> idx, groups = rows.sample(np.random.default_rng(0), np.array([0, 3, 1]))
+    >>> sorted(set(idx[groups == 1].tolist())), idx[groups == 2].tolist()
+    ([0, 2], [3])
+    """
+
+    def __init__(self, weights, groups, n_groups):
+        groups = np.asarray(groups)
+        n_groups = int(n_groups)
+        bucket = np.where(groups < 0, n_groups, groups)
+        index_type = np.int32 if bucket.size < 2**31 else np.int64
+        self.order = np.argsort(bucket, kind="stable").astype(index_type)
+        """Row indices sorted by group (rows in no group last)."""
+        self.starts = np.searchsorted(bucket[self.order], np.arange(n_groups + 2))
+        """Position in ``order`` of each group's first row, and N at the end."""
+        self.sizes = np.diff(self.starts)
+        """Rows per group, shape ``(n_groups + 1,)`` (the last: rows in no group)."""
+        self.weights = np.asarray(weights)[self.order]
+        self.sampler = WeightedRows(self.weights)
+        self._prefix = self.sampler.prefix(self.starts)
+        self.totals = np.diff(self._prefix)
+        """The weight of each group, shape ``(n_groups + 1,)``."""
+
+    def sample(self, rng: np.random.Generator, counts):
+        """``counts[g]`` rows of each group ``g`` (with replacement, by weight): ``(rows,
+        groups)``, the rows grouped in group order."""
+        counts = np.asarray(counts)
+        groups = np.repeat(np.arange(counts.size), counts)
+        low, width = self._prefix[groups], self.totals[groups]
+        positions = self.sampler.rows_at(low + rng.random(groups.size) * width)
+        # rounding may put a variate at a neighbouring group's edge: draw those again
+        stray = np.flatnonzero((positions < self.starts[groups])
+                               | (positions >= self.starts[groups + 1]))  # fmt: skip
+        while stray.size:
+            g = groups[stray]
+            positions[stray] = self.sampler.rows_at(low[stray] + rng.random(stray.size)
+                                                    * width[stray])  # fmt: skip
+            bad = (positions[stray] < self.starts[g]) | (positions[stray] >= self.starts[g + 1])
+            stray = stray[bad]
+        return self.order[positions].astype(np.intp), groups
+
+    def rows_of(self, groups):
+        """Every row of ``groups``: ``(rows, their groups)``."""
+        groups = np.asarray(groups)
+        rows = [self.order[self.starts[g] : self.starts[g + 1]] for g in groups]
+        labels = np.repeat(groups, self.sizes[groups])
+        return (np.concatenate(rows).astype(np.intp) if rows else np.empty(0, np.intp)), labels

@@ -8,6 +8,7 @@ plain NumPy out, with ``theta`` the flat vector of PyMC's transformed value vari
 import functools
 import time
 import uuid
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
@@ -35,6 +36,7 @@ from pymc_minibatch.model.rows import (
     resolve_data_sources,
     unpickled_rows,
 )
+from pymc_minibatch.model.structure import detect_structure
 from pymc_minibatch.model.validation import (
     refuse_imputed_observations,
     refuse_non_finite_rows,
@@ -157,6 +159,7 @@ class MinibatchModel:
         self._functions = {}
         self._block_functions = {}
         self._laplace = None
+        self._structure = None
         self.full_data_passes = 0
         """Passes over all N rows so far (mode search, curvature, bounds, fallback steps)."""
         self.pass_seconds = []
@@ -571,9 +574,10 @@ class MinibatchModel:
         self.pass_seconds.append(time.perf_counter() - started)
         return results
 
-    def _block_function(self, name, outputs=None, row_inputs=None):
+    def _block_function(self, name, outputs=None, row_inputs=None, graph=None):
         """The compiled function ``name`` (or of per-row ``outputs`` over ``row_inputs``,
-        see :meth:`rows_function`) as a :class:`BlockFunction`, built once."""
+        see :meth:`rows_function`, or built by ``graph``, see :meth:`graph_function`) as a
+        :class:`BlockFunction`, built once."""
         block_function = self._block_functions.get(name)
         if block_function is None:
             build = functools.partial(
@@ -581,9 +585,63 @@ class MinibatchModel:
                 name=name,
                 outputs=outputs,
                 row_inputs=self._row_inputs if row_inputs is None else row_inputs,
+                graph=graph,
             )
             block_function = self._block_functions[name] = BlockFunction(self, build)
         return block_function
+
+    def symbolic(self):
+        """The symbolic pieces compiled functions are built from: ``theta`` (the flat vector
+        of sampled values), the row inputs, the per-row log-likelihood over a batch of rows
+        and the log prior (see :class:`SymbolicModel`).
+
+        Examples
+        --------
+        >>> symbolic = mm.symbolic()
+        >>> symbolic.theta.type.shape, symbolic.loglik.ndim
+        ((3,), 1)
+        """
+        return SymbolicModel(self._theta, list(self._row_inputs), self._loglik, self._logprior)
+
+    def graph_function(self, name, graph):
+        """A function of ``theta`` and a block of rows built from :meth:`symbolic`, compiled
+        once, as a :class:`BlockFunction` (for :meth:`over_all_rows`, also through Dask).
+
+        ``graph(symbolic)`` returns ``(extra_inputs, outputs)``; the compiled function is
+        ``f(theta, *extra_inputs, *rows)``. ``graph`` must pickle (a module-level function
+        or a ``functools.partial`` of one) and ``name`` identify it.
+
+        Examples
+        --------
+        >>> def block_total(symbolic):
+        ...     return [], symbolic.loglik.sum()
+        >>> total = mm.graph_function("block_total", block_total)
+        >>> bool(np.isclose(total(np.zeros(3), *mm.gather_rows(np.arange(1000))),
+        ...                 mm.full_loglik(np.zeros(3))))
+        True
+        """
+        return self._block_function(f"graph:{name}", graph=graph)
+
+    def prior_function(self, name, graph):
+        """A compiled function of ``theta`` alone built from :meth:`symbolic`: ``graph``
+        returns ``(extra_inputs, outputs)`` that must not depend on the rows; the function
+        is ``f(theta, *extra_inputs)``, compiled once.
+
+        Examples
+        --------
+        >>> import pytensor
+        >>> def prior_gradient(symbolic):
+        ...     return [], pytensor.grad(symbolic.logprior, symbolic.theta)
+        >>> mm.prior_function("prior_gradient", prior_gradient)(np.ones(3))
+        array([-1., -1., -1.])
+        """
+        key = f"prior:{name}"
+        function = self._functions.get(key)
+        if function is None:
+            extra, outputs = graph(self.symbolic())
+            function = self._functions[key] = self._compile_function([self._theta, *extra],
+                                                                     outputs)  # fmt: skip
+        return function
 
     def find_map(self, theta=None):
         """Posterior mode in ``theta``-space by L-BFGS on the full-data log posterior.
@@ -609,9 +667,10 @@ class MinibatchModel:
     def laplace(self, rng=None):
         """The Laplace approximation of the full-data posterior (computed once, then cached).
 
-        The mode by L-BFGS from the initial point and a positive definite curvature there;
-        see :mod:`pymc_minibatch.model.laplace`. ``rng`` draws the rows of the diagonal
-        curvature used beyond 100 parameters.
+        The mode by Newton's method with the exact full-data Hessian from the initial point,
+        and that Hessian there, factorised (block by block in hierarchical models); see
+        :mod:`pymc_minibatch.model.laplace`. ``rng`` jitters the starts of the searches tried
+        again when the first does not end at a mode.
 
         Examples
         --------
@@ -624,6 +683,21 @@ class MinibatchModel:
         if self._laplace is None:
             self._laplace = fit_laplace(self, rng=rng)
         return self._laplace
+
+    def structure(self):
+        """Which coordinates of ``theta`` each row touches (computed once, then cached):
+        shared ones, and in hierarchical models the local ones of the row's group; see
+        :mod:`pymc_minibatch.model.structure`.
+
+        Examples
+        --------
+        >>> structure = mm.structure()
+        >>> structure.shared, structure.local.shape  # beta: every row touches all three
+        (array([0, 1, 2]), (0, 0))
+        """
+        if self._structure is None:
+            self._structure = detect_structure(self)
+        return self._structure
 
     # ---- construction-time parity check -------------------------------------------------
     def check(self, n_reference_rows=24, random_seed=20261129):
@@ -845,16 +919,34 @@ class RowsFunction:
         return self.block_function()(theta, *rows)
 
 
-def _compiled_function(minibatch_model, name, outputs, row_inputs):
+class SymbolicModel(NamedTuple):
+    """What :meth:`MinibatchModel.graph_function` builds from (PyTensor variables)."""
+
+    theta: object
+    """The flat vector of sampled values, shape ``(d,)``."""
+    rows: list
+    """The row inputs: each data array on the row axis, restricted to a batch of B rows."""
+    loglik: object
+    """The log-likelihood of each row of the batch, shape ``(B,)``."""
+    logprior: object
+    """The log prior with the transforms' Jacobians (a scalar)."""
+
+
+def _compiled_function(minibatch_model, name, outputs, row_inputs, graph=None):
     """The adapter's compiled function ``name``, or that of per-row ``outputs`` (over
-    ``row_inputs``), compiled on first use (what a :class:`BlockFunction` builds, in any
-    process)."""
+    ``row_inputs``), or that built by ``graph`` (:meth:`MinibatchModel.graph_function`),
+    compiled on first use (what a :class:`BlockFunction` builds, in any process)."""
     function = minibatch_model._functions.get(name)
     if function is None:
-        function = minibatch_model._functions[name] = (
-            minibatch_model._compile(name) if outputs is None
-            else minibatch_model._compile_rows_outputs(outputs, row_inputs)
-        )  # fmt: skip
+        if graph is not None:
+            mm = minibatch_model
+            extra, graph_outputs = graph(mm.symbolic())
+            function = mm._compile_function([mm._theta, *extra, *mm._row_inputs], graph_outputs)
+        elif outputs is None:
+            function = minibatch_model._compile(name)
+        else:
+            function = minibatch_model._compile_rows_outputs(outputs, row_inputs)
+        minibatch_model._functions[name] = function
     return function
 
 

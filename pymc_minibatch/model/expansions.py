@@ -17,9 +17,10 @@ import numpy as np
 import pytensor.tensor as pt
 
 from pymc_minibatch.bounds import Bounds
-from pymc_minibatch.model.lipschitz import _check_linear
-from pymc_minibatch.model.region import _predictor_remedy, _spec
-from pymc_minibatch.model.taylor import SecondOrderExpansion, predictor_norms, whitening
+from pymc_minibatch.exceptions import BoundsUnavailableError
+from pymc_minibatch.kernels.arrowhead import ArrowheadMatrix
+from pymc_minibatch.model.region import _predictor_remedy, _spec, default_radius
+from pymc_minibatch.model.taylor import SecondOrderExpansion
 
 #: Rows evaluated at once inside a block: the ``d + 2`` evaluations and the designs of a
 #: sub-block are the pass's working memory (about ``(d + 10) * 8`` bytes per row).
@@ -74,14 +75,76 @@ def _expansion_terms(minibatch_model):
     return names, specs, _Layout(specs), terms
 
 
+class _Designs:
+    """The directions along which a block's predictors are differenced, and what they give.
+
+    With the structure of :mod:`pymc_minibatch.model.structure` (``S`` shared coordinates,
+    ``k`` local ones per group), a row's linear predictor ``w_i = a_i + A_i theta`` has
+    ``A_i`` zero outside the shared coordinates and its own group's: the shared part comes
+    from ``S`` unit steps, the local part from ``k`` steps that move slot ``j`` of every group
+    at once (``v_j``), and the row's group from ``k`` more that move slot ``j`` of group
+    ``g`` by ``g + 1`` (``v'_j``: the row's difference is ``g + 1`` times its difference along
+    ``v_j``). ``S + 2 k`` evaluations of the rows, whatever the number of groups.
+    """
+
+    def __init__(self, structure, ndim):
+        self.shared = structure.shared
+        self.local = structure.local
+        n_shared, n_slots = self.shared.size, self.local.shape[1]
+        steps = np.zeros((n_shared + 2 * n_slots, ndim))
+        steps[np.arange(n_shared), self.shared] = 1.0
+        labels = np.arange(1, self.local.shape[0] + 1, dtype=np.float64)
+        for j in range(n_slots):
+            steps[n_shared + j, self.local[:, j]] = 1.0
+            steps[n_shared + n_slots + j, self.local[:, j]] = labels
+        self.steps = steps
+
+    def of_block(self, terms, theta0, rows, n_predictors):
+        """``(base, shared, local, groups)``: the terms at ``theta0``, per predictor its
+        shared part ``(n, S)`` and local part ``(n, k)`` of ``A_i``, and each row's group
+        (-1: its predictors touch no local coordinate)."""
+        base = terms(theta0, *rows)
+        moved = [terms(theta0 + step, *rows) for step in self.steps]
+        n_shared, n_slots = self.shared.size, self.local.shape[1]
+        shared, local, labelled = [], [], []
+        for p in range(n_predictors):
+            differences = np.stack([m[p] - base[p] for m in moved], axis=1)
+            shared.append(differences[:, :n_shared])
+            local.append(differences[:, n_shared : n_shared + n_slots])
+            labelled.append(differences[:, n_shared + n_slots :])
+        groups = np.full(len(base[0]), -1, dtype=np.int64)
+        if n_slots:
+            plain, scaled = np.concatenate(local, axis=1), np.concatenate(labelled, axis=1)
+            column = np.argmax(np.abs(plain), axis=1)
+            row = np.arange(plain.shape[0])
+            pivot = plain[row, column]
+            touched = pivot != 0.0
+            groups[touched] = np.rint(scaled[row, column][touched] / pivot[touched]) - 1
+        return base, shared, local, groups
+
+
+def _sparse_gram(shared, local):
+    """``A_i A_i^T`` of each row's predictors (``(n, P, P)``) from their parts."""
+    return (np.einsum("pns,qns->npq", np.array(shared), np.array(shared))
+            + np.einsum("pnk,qnk->npq", np.array(local), np.array(local)))  # fmt: skip
+
+
+def _operator_norms(gram):
+    """Square roots of the largest eigenvalues of a stack of Gram matrices."""
+    if gram.shape[-1] == 1:
+        return np.sqrt(np.maximum(gram[:, 0, 0], 0.0))
+    return np.sqrt(np.maximum(np.linalg.eigvalsh(gram)[:, -1], 0.0))
+
+
 class _BlockBounds:
     """A block of rows reduced to ``(c, G, H)``: its rows' bounds and its share of the
-    expansions' gradient and Hessian sums (``G``, ``H`` zero for ``order=1``).
+    expansions' gradient and Hessian sums (zero for ``order=1``; ``H`` in the block-arrowhead
+    layout of the structure, as its shared block, couplings and groups' blocks).
 
     Picklable (a Dask task); ``theta`` of the call is the center of the expansion.
     """
 
-    def __init__(self, terms, names, specs, layout, theta0, transform, radius, order,
+    def __init__(self, terms, names, specs, layout, theta0, factor, designs, radius, order,
                  random_seed=0):  # fmt: skip
         self.terms = terms
         self.names = names
@@ -91,27 +154,33 @@ class _BlockBounds:
         ]
         self.layout = layout
         self.theta0 = theta0
-        self.transform = transform
+        self.factor = factor
+        self.designs = designs
         self.radius = radius
         self.order = order
         self.random_seed = random_seed
 
     def __call__(self, center, *rows):
         ndim = center.size
+        n_groups, n_slots = self.designs.local.shape
+        n_shared = self.designs.shared.size
+        sums = {
+            "gradient": np.zeros(ndim),
+            "shared_block": np.zeros((n_shared, n_shared)),
+            "coupling": np.zeros((n_groups, n_slots, n_shared)),
+            "local_blocks": np.zeros((n_groups, n_slots, n_slots)),
+        }
         c = np.zeros(len(rows[0]))
-        gradient, hessian = np.zeros(ndim), np.zeros((ndim, ndim))
         for start in range(0, c.size, SUB_BLOCK_ROWS):
             sub = [r[start : start + SUB_BLOCK_ROWS] for r in rows]
-            c[start : start + SUB_BLOCK_ROWS] = self._reduce(center, sub, gradient, hessian)
-        return _rounded_up_to_float32(c), gradient, hessian
+            c[start : start + SUB_BLOCK_ROWS] = self._reduce(center, sub, sums)
+        return _rounded_up_to_float32(c), sums
 
-    def _reduce(self, center, rows, gradient, hessian):
+    def _reduce(self, center, rows, sums):
         layout, n_predictors = self.layout, self.layout.n_predictors
         at_center = self.terms(center, *rows)
-        base = self.terms(self.theta0, *rows)
-        steps = [self.terms(self.theta0 + unit, *rows) for unit in np.eye(center.size)]
-        designs = [np.stack([step[p] - base[p] for step in steps], axis=1)
-                   for p in range(n_predictors)]  # fmt: skip
+        base, shared, local, groups = self.designs.of_block(self.terms, self.theta0, rows,
+                                                            n_predictors)  # fmt: skip
 
         def evaluate(theta, idx):
             return self.terms(theta, *(r[idx] for r in rows))
@@ -122,26 +191,85 @@ class _BlockBounds:
             strict=True,
         ):  # fmt: skip
             for p, remedy in zip(predictors, remedies, strict=True):
-                _check_linear(evaluate, p, self.theta0, base[p], designs[p], name,
-                              self.random_seed, remedy)  # fmt: skip
-            own = [designs[p] for p in predictors]
+                _check_linear_parts(evaluate, p, self.theta0, base[p], (shared[p], local[p]),
+                                    groups, self.designs, name, self.random_seed,
+                                    remedy)  # fmt: skip
+            whitened = [self.factor.whitened_rows((shared[p], local[p]), groups)
+                        for p in predictors]  # fmt: skip
+            norms = _operator_norms(_sparse_gram(*zip(*whitened, strict=True)))
             w_hat = [at_center[p] for p in predictors]
             extra = [at_center[e] for e in extras]
-            norms = predictor_norms(own, self.transform)
-            radius = None if self.radius is None else self.radius * norms
+            # each predictor moves by at most R times the norm of its whitened row
+            radii = None if self.radius is None else [
+                self.radius * np.sqrt(np.sum(part_s**2, axis=1) + np.sum(part_l**2, axis=1))
+                for part_s, part_l in whitened
+            ]  # fmt: skip
             if self.order == 2:
-                c += bound(w_hat, extra, radius) * norms**3 / 6.0
+                c += bound(w_hat, extra, radii) * norms**3 / 6.0
             else:  # first order: K_i ||A_i||^2, in plain coordinates
-                plain = predictor_norms(own, np.eye(center.size))
-                c += bound(w_hat, extra, radius) * plain**2
+                plain = _operator_norms(_sparse_gram([shared[p] for p in predictors],
+                                                     [local[p] for p in predictors]))  # fmt: skip
+                c += bound(w_hat, extra, radii) * plain**2
         if self.order == 2:
-            for p in range(n_predictors):
-                gradient += designs[p].T @ at_center[n_predictors + p]
-            for q, (j, k) in enumerate(layout.curvature_pairs):
-                curvature = at_center[2 * n_predictors + q]
-                block = designs[j].T @ (curvature[:, None] * designs[k])
-                hessian += block if j == k else block + block.T
+            self._add_sums(sums, at_center, shared, local, groups)
         return c
+
+    def _add_sums(self, sums, at_center, shared, local, groups):
+        """``G += sum_i A_i' g_i`` and ``H += sum_i A_i' H_i A_i`` over the rows, by part."""
+        layout, n_predictors = self.layout, self.layout.n_predictors
+        designs = self.designs
+        n_groups, n_slots = designs.local.shape
+        has_group = groups >= 0
+        in_group = groups[has_group]
+        for p in range(n_predictors):
+            slope = at_center[n_predictors + p]
+            sums["gradient"][designs.shared] += shared[p].T @ slope
+            for j in range(n_slots):
+                sums["gradient"][designs.local[:, j]] += np.bincount(
+                    in_group, (local[p][:, j] * slope)[has_group], minlength=n_groups
+                )
+        for q, (j, k) in enumerate(layout.curvature_pairs):
+            curvature = at_center[2 * n_predictors + q]
+            pairs = [(j, k)] if j == k else [(j, k), (k, j)]
+            for a, b in pairs:
+                sums["shared_block"] += shared[a].T @ (curvature[:, None] * shared[b])
+                if not n_slots:
+                    continue
+                weighted = (curvature[:, None] * local[a])[has_group]
+                coupling = np.einsum("na,ns->nas", weighted, shared[b][has_group])
+                sums["coupling"] += _scatter(in_group, coupling, n_groups)
+                block = np.einsum("na,nb->nab", weighted, local[b][has_group])
+                sums["local_blocks"] += _scatter(in_group, block, n_groups)
+
+
+def _scatter(groups, values, n_groups):
+    """``sum`` of ``values`` (``(n, ...)``) per group, shape ``(n_groups, ...)``."""
+    flat = values.reshape(values.shape[0], -1)
+    out = np.stack([np.bincount(groups, flat[:, e], minlength=n_groups)
+                    for e in range(flat.shape[1])], axis=1)  # fmt: skip
+    return out.reshape((n_groups, *values.shape[1:]))
+
+
+def _check_linear_parts(evaluate, term, theta0, eta0, parts, groups, designs, name,
+                        random_seed, remedy):  # fmt: skip
+    """:func:`~pymc_minibatch.model.lipschitz._check_linear` on a design given by its shared
+    and local ``parts``."""
+    shared, local = parts
+    rng = np.random.default_rng(random_seed)
+    rows = rng.choice(eta0.size, size=min(eta0.size, 64), replace=False)
+    for _ in range(2):
+        move = rng.normal(size=theta0.shape)
+        predicted = eta0[rows] + shared[rows] @ move[designs.shared]
+        if designs.local.size:
+            own = np.where(groups[rows, None] >= 0,
+                           move[designs.local[np.maximum(groups[rows], 0)]], 0.0)  # fmt: skip
+            predicted += np.sum(local[rows] * own, axis=1)
+        actual = evaluate(theta0 + move, rows)[term]
+        if not np.allclose(actual, predicted, rtol=1e-6, atol=1e-6):
+            raise BoundsUnavailableError(
+                f"the linear predictor of observed variable '{name}' is not linear in the "
+                f"sampled (transformed) parameters, so auto bounds do not apply; {remedy}"
+            )
 
 
 def _rounded_up_to_float32(c):
@@ -154,30 +282,44 @@ def _rounded_up_to_float32(c):
 
 
 def _bounds_pass(minibatch_model, laplace, radius, order):
-    """``(c, G, H, specs, layout, terms)`` from one pass over the rows."""
+    """``(c, G, H, specs, layout, terms)`` from one pass over the rows (``H`` an
+    :class:`~pymc_minibatch.kernels.arrowhead.ArrowheadMatrix` in the Laplace fit's
+    structure)."""
     mm = minibatch_model
     names, specs, layout, terms = _expansion_terms(mm)
     if radius is None and any(spec.local for spec in specs):
         local = [name for name, spec in zip(names, specs, strict=True) if spec.local]
         raise ValueError(f"the bounds of {local} hold on a trust region: pass radius")
-    transform, _ = whitening(laplace)
+    designs = _Designs(laplace.structure, mm.ndim)
     reduce_block = _BlockBounds(terms.block_function(), names, specs, layout,
-                                mm.initial_theta(), transform, radius, order)  # fmt: skip
+                                mm.initial_theta(), laplace.preconditioner, designs, radius,
+                                order)  # fmt: skip
     c = np.empty(mm.n_data, dtype=np.float32)
-    gradient, hessian = np.zeros(mm.ndim), np.zeros((mm.ndim, mm.ndim))
+    sums = None
     filled = 0
 
     def consume(block):
         # each block's bounds are copied into c as they come: c is the only per-row array
-        nonlocal filled
-        block_c, block_gradient, block_hessian = block
+        nonlocal filled, sums
+        block_c, block_sums = block
         c[filled : filled + block_c.size] = block_c
         filled += block_c.size
-        gradient[:] += block_gradient
-        hessian[:] += block_hessian
+        if sums is None:
+            sums = block_sums
+        else:
+            for key, value in block_sums.items():
+                sums[key] += value
 
     mm.over_all_rows(reduce_block, laplace.mode, consume=consume)
-    return c, gradient, hessian, specs, layout, terms
+    hessian = ArrowheadMatrix(designs.shared, designs.local, sums["local_blocks"],
+                              sums["coupling"], sums["shared_block"])  # fmt: skip
+    return c, sums["gradient"], hessian, specs, layout, terms
+
+
+def default_group_radius(structure):
+    """:func:`~pymc_minibatch.model.region.default_radius` of the coordinates a row's group
+    sees: its own and the shared ones (every coordinate without groups)."""
+    return default_radius(structure.shared.size + structure.local.shape[1])
 
 
 def second_order_bounds(minibatch_model, laplace, radius=None):
@@ -188,10 +330,12 @@ def second_order_bounds(minibatch_model, laplace, radius=None):
     ----------
     minibatch_model : MinibatchModel
     laplace : LaplaceFit
-        Its mode is the center; its covariance whitens the bounds.
+        Its mode is the center; its factor whitens the bounds, and its structure gives each
+        group of rows a metric of its own.
     radius : float, optional
-        The trust region ``||z|| <= radius``; needed when a row's bound is local, and the
-        bounds then hold only for pairs of points inside it.
+        The trust region ``||(z_g, z_S)|| <= radius`` for every group ``g`` (``||z|| <=
+        radius`` without groups); needed when a row's bound is local, and the bounds then
+        hold only for pairs of points inside it.
 
     Returns
     -------
@@ -205,11 +349,10 @@ def second_order_bounds(minibatch_model, laplace, radius=None):
     """
     c, gradient, hessian, specs, layout, terms = _bounds_pass(minibatch_model, laplace,
                                                               radius, order=2)  # fmt: skip
-    center = laplace.mode
-    _, whiten = whitening(laplace)
+    center, factor = laplace.mode, laplace.preconditioner
     expansion = SecondOrderExpansion(
         center=center,
-        whiten=whiten,
+        factor=factor,
         gradient=gradient,
         hessian=hessian,
         terms=terms,
@@ -217,13 +360,15 @@ def second_order_bounds(minibatch_model, laplace, radius=None):
         curvature_pairs=tuple(layout.curvature_pairs),
     )
     local = any(spec.local for spec in specs)
-    bounds = Bounds(c, center=center, whiten=whiten, region_radius=radius if local else None)
+    bounds = Bounds(c, center=center, whiten=factor, groups=_groups(laplace.structure),
+                    region_radius=radius if local else None)  # fmt: skip
     return bounds, expansion
 
 
 def first_order_bounds(minibatch_model, laplace, radius):
     """Bounds on the first-order residuals ``l_i - grad l_i(theta_hat) . (theta - theta_hat)``
-    for pairs in the trust region ``||z|| <= radius``, from one pass over the rows.
+    for pairs in the trust region ``||(z_g, z_S)|| <= radius`` for every group ``g``, from
+    one pass over the rows.
 
     With ``|D^2 f(w)[v, v]| <= K_i`` over the region, ``|r_i(theta') - r_i(theta)| <= K_i
     ||A_i||^2 ||theta' - theta|| (||theta - theta_hat|| + ||theta' - theta_hat||) / 2`` (the
@@ -231,6 +376,10 @@ def first_order_bounds(minibatch_model, laplace, radius):
     the row's predictor matrix), so ``c_i = K_i ||A_i||^2``.
     """
     c = _bounds_pass(minibatch_model, laplace, radius, order=1)[0]
-    _, whiten = whitening(laplace)
-    return Bounds(c, center=laplace.mode, region_radius=radius, region_whiten=whiten)
+    return Bounds(c, center=laplace.mode, region_radius=radius,
+                  region_whiten=laplace.preconditioner)  # fmt: skip
 
+
+def _groups(structure):
+    """The rows' groups for grouped bounds, or None without groups."""
+    return structure.row_groups if structure.local.size else None

@@ -1,87 +1,155 @@
-"""The Laplace approximation of a model's posterior: its mode and the curvature there.
+"""The Laplace approximation of a model's posterior: its mode and the exact curvature there.
 
-Several samplers start from it and whiten the posterior with it: the stochastic-gradient
-samplers (start and preconditioner) and the particle methods (Laplace start and
-preconditioner). It is computed on the full data, once per :class:`MinibatchModel`:
+Several samplers start from it and whiten the posterior with it: TunaMH and TFMH (the pCN
+proposal, second-order control variates, the trust region), the stochastic-gradient samplers
+(start and preconditioner) and the particle methods (start and preconditioner). It is
+computed on all rows, once per :class:`MinibatchModel`:
 
-1. the mode ``theta_hat``, by L-BFGS on the full-data log posterior (one pass per
-   iteration) from the model's initial point;
-2. minus the Hessian of the log posterior at the mode, ``P``, by central differences of
-   full-data gradients (``2 d`` passes; up to ``DENSE_MAX_DIM`` parameters). Beyond that
-   a diagonal curvature is estimated from per-row gradients on a subsample (see
-   :mod:`pymc_minibatch.kernels.preconditioning`);
-3. a positive definite ``P``: the eigenvalues of the symmetrised estimate are replaced by
-   their absolute values, floored at ``EIGENVALUE_FLOOR`` times the largest. Where the
-   estimate is already positive definite nothing changes; where L-BFGS stopped short of
-   the mode (a negative curvature) or a direction is nearly flat, the preconditioner stays
-   usable (the "SoftAbs" idea of Betancourt 2013, "A general metric for Riemannian
-   manifold Hamiltonian Monte Carlo", GSI).
+1. which parameters each row touches (:mod:`pymc_minibatch.model.structure`): a block-arrowhead
+   Hessian in hierarchical models, dense otherwise;
+2. the mode ``theta_hat`` by Newton's method with the exact full-data Hessian
+   (:mod:`pymc_minibatch.model.curvature`, one pass per Hessian) and a backtracking line
+   search on the log posterior (one pass per trial), damped (``P + lambda I``) where the
+   Hessian is not negative definite;
+3. the precision ``P``, minus the Hessian at the mode, factorised as ``P = R R^T``
+   (:mod:`pymc_minibatch.kernels.arrowhead`): the preconditioner ``theta = L z``, ``L = R^-T``.
 
-Curvature from all rows matters: a curvature estimated on a few hundred rows misses the
-rows of rare categories (one-hot indicators), which leaves their coefficients with the
-prior's scale and throws samplers thousands of posterior sds out.
+**A mode, or a warning.** The search has found a mode when Newton's decrement ``g^T P^-1 g``
+is below ``DECREMENT_TOLERANCE`` with ``P`` positive definite. Where it has not (a saddle, a
+scale running off to zero in a hierarchical model, a flat direction, an iteration limit),
+it starts again from ``RETRIES`` jittered initial points. If none ends at a mode, the fit
+keeps the best point found, makes its curvature positive definite (damping, reported as
+``repaired``) and warns with :class:`LaplaceFitWarning`: a sampler that starts from it and is
+preconditioned by it then runs on a poor approximation, which its user must know.
+
+Every row contributes to the curvature, whatever the number of parameters: a curvature
+estimated on a subsample misses the rows of rare categories and small groups, which leaves
+their coefficients with the prior's scale and throws samplers thousands of posterior sds
+out.
 """
 
 import time
+import warnings
 from typing import NamedTuple
 
 import numpy as np
-import scipy.optimize
 
-from pymc_minibatch.kernels.preconditioning import (
-    DENSE_MAX_DIM,
-    DensePreconditioner,
-    DiagonalPreconditioner,
-    diagonal_preconditioner,
+from pymc_minibatch.kernels.arrowhead import (
+    ArrowheadFactor,
+    ArrowheadMatrix,
+    NotPositiveDefiniteError,
+    cholesky,
+    schur_complement,
 )
+from pymc_minibatch.model.curvature import (
+    Curvature,
+    StructureMismatchError,
+    full_data_curvature,
+)
+from pymc_minibatch.model.structure import ParameterStructure, all_shared
 
-EIGENVALUE_FLOOR = 1e-10
-"""Smallest eigenvalue of the curvature, relative to the largest."""
+#: Newton's decrement ``g^T P^-1 g`` (twice the log-density still to gain, to second order)
+#: below which a point with a positive definite ``P`` is the mode.
+DECREMENT_TOLERANCE = 1e-9
+#: Newton iterations per start.
+MAX_ITERATIONS = 60
+#: Iterations on the local coordinates alone before the joint ones, and their tolerance
+#: (a start for the joint search, not a mode).
+LOCAL_ITERATIONS = 20
+LOCAL_TOLERANCE = 1e-3
+#: Other starts tried (jittered initial points) when a search does not end at a mode.
+RETRIES = 3
+#: Jitter of those starts: uniform in ``[-JITTER, JITTER]`` around the initial point in the
+#: transformed space (as PyMC's ``jitter+adapt_diag`` initialisation).
+JITTER = 1.0
+#: Armijo constant of the line search, and the smallest step fraction tried.
+ARMIJO = 1e-4
+MIN_STEP_FRACTION = 1e-10
+#: Coordinates beyond this size in the transformed space: the search is running away.
+RUNAWAY = 1e6
 
-RELATIVE_STEP = 1e-4
-"""Finite-difference step per coordinate, relative to ``max(1, |theta_d|)``."""
 
-DIAGONAL_ROWS = 4096
-"""Rows whose per-row gradients estimate the diagonal curvature beyond ``DENSE_MAX_DIM``."""
+class LaplaceFitWarning(UserWarning):
+    """The Laplace fit's search did not end at a mode of the posterior.
+
+    Examples
+    --------
+    A flat prior on a parameter no row informs has no mode:
+
+    >>> import warnings, numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu", 0, 10)
+    ...     free = pm.Flat("free")
+    ...     pm.Normal("y", mu, 1.0, observed=np.zeros(100))
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     fit = pmm.MinibatchModel(model).laplace()
+    >>> any(issubclass(w.category, pmm.LaplaceFitWarning) for w in caught), fit.is_mode
+    (True, False)
+    """
 
 
 class LaplaceFit(NamedTuple):
-    """The mode of the posterior and a positive definite curvature there."""
+    """The mode of the posterior and the exact, positive definite curvature there."""
 
     mode: np.ndarray
     """``theta_hat``, flat transformed values."""
-    preconditioner: DensePreconditioner | DiagonalPreconditioner
-    """``theta = L z`` with ``L^T P L = I``: for ``z ~ N(0, I)``, ``L z`` has the Laplace
-    covariance."""
+    preconditioner: ArrowheadFactor
+    """``theta - theta_hat = L z`` with ``L^T P L = I``: for ``z ~ N(0, I)``, ``L z`` has the
+    Laplace covariance."""
+    precision: ArrowheadMatrix
+    """``P``: minus the Hessian of the log posterior at the mode (before any repair)."""
+    structure: ParameterStructure
+    """Which parameters each row touches."""
     repaired: bool
-    """Whether the curvature estimate had to be made positive definite."""
+    """Whether ``P`` had to be damped to be positive definite (the search ended elsewhere
+    than at a mode)."""
+    is_mode: bool
+    """Whether the search ended at a mode (see the module docstring)."""
+    decrement: float
+    """Newton's decrement ``g^T P^-1 g`` at ``mode``."""
+    starts: int
+    """Searches run (1 when the first ended at a mode)."""
     passes: int
-    """Full-data passes spent (L-BFGS evaluations plus finite differences)."""
+    """Full-data passes spent (structure, Hessians and line-search evaluations)."""
     seconds: float
 
     def draw(self, rng, size=None):
-        """Draws from the Laplace approximation ``N(theta_hat, (L L^T))``, shape ``size + (d,)``."""
+        """Draws from the Laplace approximation ``N(theta_hat, L L^T)``, shape ``size + (d,)``."""
         shape = (self.mode.size,) if size is None else (size, self.mode.size)
-        whitened = rng.standard_normal(shape)
-        if isinstance(self.preconditioner, DensePreconditioner):
-            return self.mode + whitened @ self.preconditioner.transform.T
-        return self.mode + whitened * self.preconditioner.scale
+        return self.mode + self.preconditioner.to_theta(rng.standard_normal(shape))
+
+    def covariance_diagonal(self):
+        """The variances of the Laplace approximation."""
+        return self.preconditioner.covariance_diagonal()
 
 
 class ModeNotFoundError(ValueError):
-    """L-BFGS found no finite mode of the posterior."""
+    """The search found no point where the log posterior and its gradient are finite."""
 
 
-def fit_laplace(minibatch_model, start=None, rng=None):
+class _Search(NamedTuple):
+    theta: np.ndarray
+    value: float
+    gradient: np.ndarray
+    precision: ArrowheadMatrix
+    converged: bool
+    reason: str
+    decrement: float
+
+
+def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
     """The Laplace approximation of ``minibatch_model``'s full-data posterior.
 
     Parameters
     ----------
     minibatch_model : MinibatchModel
     start : ndarray, optional
-        Where L-BFGS starts (default: the model's initial point).
+        Where the first search starts (default: the model's initial point).
     rng : numpy.random.Generator, optional
-        Draws the rows of the diagonal curvature beyond ``DENSE_MAX_DIM`` parameters.
+        Jitters the starts of the retries.
+    structure : ParameterStructure, optional
+        Default: :meth:`MinibatchModel.structure`.
 
     Returns
     -------
@@ -90,94 +158,183 @@ def fit_laplace(minibatch_model, start=None, rng=None):
     Raises
     ------
     ModeNotFoundError
-        If the log posterior or its gradient is not finite at the point L-BFGS ends at
-        (an improper posterior, or a start where the density is zero).
+        If the log posterior or its gradient is not finite where the searches start (an
+        improper posterior, or a start outside the support).
+
+    Warns
+    -----
+    LaplaceFitWarning
+        If no search ended at a mode.
     """
     mm = minibatch_model
-    started = time.perf_counter()
-    counter = _PassCounter(mm)
-    start = mm.initial_theta() if start is None else np.asarray(start, dtype=np.float64)
-    result = scipy.optimize.minimize(
-        counter.negative_logp_and_grad, start, jac=True, method="L-BFGS-B"
+    started, passes_before = time.perf_counter(), mm.full_data_passes
+    rng = np.random.default_rng() if rng is None else rng
+    structure = mm.structure() if structure is None else structure
+    initial = mm.initial_theta() if start is None else np.asarray(start, dtype=np.float64)
+    searches = []
+    for attempt in range(1 + RETRIES):
+        point = initial if attempt == 0 else initial + rng.uniform(-JITTER, JITTER, initial.size)
+        search, structure = _newton(mm, point, structure)
+        if search is not None:
+            searches.append(search)
+            if search.converged:
+                break
+    searches = [s for s in searches if np.isfinite(s.value)]
+    if not searches:
+        raise ModeNotFoundError(
+            "the search for the posterior mode (Newton's method on the full data) found no "
+            "point where the log posterior and its gradient are finite: the posterior may be "
+            "improper or the initial point outside the support; give proper priors or "
+            "initial values (initval=...) inside the support"
+        )
+    best = next((s for s in searches if s.converged), None)
+    if best is None:
+        best = max(searches, key=lambda s: s.value)
+        warnings.warn(
+            f"the Laplace fit found no mode of the posterior in {attempt + 1} searches "
+            f"(the best ended with: {best.reason}); the samplers that start from it and are "
+            "preconditioned by it (TunaMH, TFMH, the SG-MCMC presets, the particle methods) "
+            "work from a poor approximation there: look at the model (an improper or "
+            "multimodal posterior, a scale that collapses to zero), give initial values "
+            "(initval=...), or compare against NUTS",
+            LaplaceFitWarning,
+            stacklevel=3,
+        )
+    factor, repaired = _factor(best.precision)
+    return LaplaceFit(
+        mode=best.theta,
+        preconditioner=factor,
+        precision=best.precision,
+        structure=structure,
+        repaired=repaired,
+        is_mode=best.converged,
+        decrement=best.decrement,
+        starts=len(searches),
+        passes=mm.full_data_passes - passes_before,
+        seconds=time.perf_counter() - started,
     )
-    mode = result.x
-    value, gradient = counter.logp_and_grad(mode)
-    if not (np.isfinite(value) and np.all(np.isfinite(gradient))):
-        raise ModeNotFoundError(
-            "the search for the posterior mode (L-BFGS on the full data) ended where the log "
-            f"posterior is {value} (gradient finite: {bool(np.all(np.isfinite(gradient)))}): "
-            "the posterior may be improper or the initial point outside the support; give "
-            "proper priors or initial values (initval=...) inside the support"
-        )
-    if mm.ndim <= DENSE_MAX_DIM:
-        curvature = _full_data_curvature(counter, mode)
-        preconditioner, repaired = _positive_definite(curvature)
-    else:
-        rng = np.random.default_rng() if rng is None else rng
-        rows = rng.choice(mm.n_data, size=min(mm.n_data, DIAGONAL_ROWS), replace=False)
-        per_row = mm.grad_loglik(mode, rows, per_row=True)
-        prior = _prior_curvature(mm, mode)
-        preconditioner = diagonal_preconditioner(per_row, mm.n_data, prior, rng)
-        repaired = False
-    return LaplaceFit(mode, preconditioner, repaired, counter.passes,
-                      time.perf_counter() - started)  # fmt: skip
 
 
-class _PassCounter:
-    """Full-data log posterior and gradient, counting the passes over the data."""
-
-    def __init__(self, minibatch_model):
-        self.minibatch_model = minibatch_model
-        self.passes = 0
-
-    def logp_and_grad(self, theta):
-        self.passes += 1
-        return self.minibatch_model.logp_and_grad(theta)
-
-    def negative_logp_and_grad(self, theta):
-        value, gradient = self.logp_and_grad(theta)
-        if not np.isfinite(value):  # L-BFGS's line search backs off from infinite values
-            return np.inf, np.zeros_like(gradient)
-        return -value, -gradient
+def _curvature(minibatch_model, theta, structure):
+    """:func:`full_data_curvature`, falling back to a dense structure when the prior ties
+    groups together."""
+    try:
+        return full_data_curvature(minibatch_model, theta, structure), structure
+    except StructureMismatchError:
+        dense = all_shared(minibatch_model.ndim)
+        return full_data_curvature(minibatch_model, theta, dense), dense
 
 
-def _full_data_curvature(counter, theta):
-    """``-d^2 log p / d theta^2`` by central differences of full-data gradients."""
-    columns = []
-    for d in range(theta.size):
-        shift = np.zeros(theta.size)
-        shift[d] = RELATIVE_STEP * max(1.0, abs(theta[d]))
-        upper = counter.logp_and_grad(theta + shift)[1]
-        lower = counter.logp_and_grad(theta - shift)[1]
-        columns.append(-(upper - lower) / (2.0 * shift[d]))
-    curvature = np.column_stack(columns)
-    return 0.5 * (curvature + curvature.T)
+def _finite(curvature):
+    return np.isfinite(curvature.value) and np.all(np.isfinite(curvature.gradient))
 
 
-def _positive_definite(curvature):
-    """A dense preconditioner from ``curvature`` with eigenvalues made positive."""
-    if not np.all(np.isfinite(curvature)):
-        raise ModeNotFoundError(
-            "the curvature of the log posterior at its mode is not finite; the mode may lie "
-            "on the boundary of the support"
-        )
-    eigenvalues, vectors = np.linalg.eigh(curvature)
-    largest = np.max(np.abs(eigenvalues))
-    floor = EIGENVALUE_FLOOR * largest if largest > 0 else 1.0
-    repaired_values = np.maximum(np.abs(eigenvalues), floor)
-    repaired = bool(np.any(repaired_values != eigenvalues))
-    precision = (vectors * repaired_values) @ vectors.T
-    factor = np.linalg.cholesky(0.5 * (precision + precision.T))
-    return DensePreconditioner(np.linalg.inv(factor).T, factor.T.copy()), repaired
+def _newton(minibatch_model, theta, structure):
+    """A damped Newton search from ``theta``: ``(_Search or None, structure)``, None when
+    the log posterior or its gradient is not finite at ``theta``.
+
+    With local parameters, the groups' own ones move first, the shared ones held: from an
+    initial point where every group effect sits at its population mean, a joint step
+    shrinks the population scale towards zero, where a centred hierarchical density is
+    unbounded, and the search runs there instead of to the mode."""
+    mm = minibatch_model
+    curvature, structure = _curvature(mm, theta, structure)
+    if not _finite(curvature):
+        return None, structure
+    if structure.local.size:
+        search, structure = _iterate(mm, theta, curvature, structure, local_only=True)
+        if not np.isfinite(search.value):
+            return search, structure
+        theta = search.theta
+        curvature = Curvature(search.value, search.gradient, search.precision)
+    return _iterate(mm, theta, curvature, structure, local_only=False)
 
 
-def _prior_curvature(minibatch_model, theta):
-    """``-d^2 log prior / d theta_d^2`` by central differences of the prior's gradient."""
-    curvature = np.empty(theta.size)
-    for d in range(theta.size):
-        shift = np.zeros(theta.size)
-        shift[d] = RELATIVE_STEP * max(1.0, abs(theta[d]))
-        upper = minibatch_model.logprior_and_grad(theta + shift)[1][d]
-        lower = minibatch_model.logprior_and_grad(theta - shift)[1][d]
-        curvature[d] = -(upper - lower) / (2.0 * shift[d])
-    return curvature
+def _iterate(minibatch_model, theta, curvature, structure, local_only):
+    """Newton iterations from ``theta`` (where ``curvature`` was computed), on the local
+    coordinates alone or on all: ``(_Search, structure)``."""
+    mm = minibatch_model
+    iterations, tolerance = (
+        (LOCAL_ITERATIONS, LOCAL_TOLERANCE) if local_only
+        else (MAX_ITERATIONS, DECREMENT_TOLERANCE)
+    )  # fmt: skip
+    decrement = np.inf
+
+    def stop(reason, converged=False):
+        value, gradient, precision = curvature
+        return _Search(theta, value, gradient, precision, converged, reason, decrement), structure
+
+    for _ in range(iterations):
+        value, gradient, precision = curvature
+        if not np.all(np.isfinite(precision.diagonal())):
+            return stop("a curvature that is not finite")
+        if local_only:
+            gradient = gradient.copy()
+            gradient[precision.shared] = 0.0
+            precision = precision._replace(coupling=np.zeros_like(precision.coupling),
+                                           shared_block=np.eye(precision.shared.size))  # fmt: skip
+        factor, damped = _factor(precision)
+        step = factor.solve(gradient)
+        decrement = float(gradient @ step)
+        if decrement <= tolerance:
+            if not damped:
+                return stop("", converged=True)
+            return stop("a point where the Hessian is not negative definite (a saddle or a "
+                        "flat direction)")  # fmt: skip
+        fraction = 1.0
+        while True:
+            candidate = theta + fraction * step
+            candidate_value = mm.logp(candidate)
+            if candidate_value >= value + ARMIJO * fraction * decrement:  # False for NaN
+                break
+            fraction *= 0.5
+            if fraction < MIN_STEP_FRACTION:
+                # no increase along a Newton direction: the gradient is at rounding level
+                converged = not damped and decrement <= 1e3 * tolerance
+                return stop("" if converged else "a line search that found no increase",
+                            converged)  # fmt: skip
+        theta = candidate
+        if np.max(np.abs(theta)) > RUNAWAY:
+            return stop("a parameter running off to infinity in the transformed space (a "
+                        "scale collapsing to zero or growing without bound)")  # fmt: skip
+        curvature, structure = _curvature(mm, theta, structure)
+        if not _finite(curvature):
+            return stop("a point where the gradient is not finite")
+    return stop(f"no convergence in {iterations} Newton iterations")
+
+
+def _factor(precision):
+    """``(cholesky(P + D), damped)``: ``D`` is zero where ``P`` is positive definite, and
+    otherwise a diagonal shift of only the blocks that need one, each by just more than its
+    most negative eigenvalue: the groups' blocks first, then the shared block against its
+    Schur complement (a modified Cholesky factorisation, Gill & Murray 1974, by blocks).
+    Where the search is still far from the mode, only the directions of negative curvature
+    (typically a hierarchical scale) are damped, and the other coordinates keep their Newton
+    steps."""
+    try:
+        return cholesky(precision), False
+    except NotPositiveDefiniteError:
+        pass
+    scale = max(float(np.max(np.abs(precision.diagonal()))), 1e-300)
+    local_blocks = precision.local_blocks
+    if local_blocks.size:
+        lowest = np.linalg.eigvalsh(local_blocks)[:, 0]
+        shift = np.where(lowest > 1e-10 * scale, 0.0, 1e-8 * scale - 2.0 * lowest)
+        k = local_blocks.shape[1]
+        local_blocks = local_blocks + shift[:, None, None] * np.eye(k)
+    repaired = precision._replace(local_blocks=local_blocks)
+    try:
+        return cholesky(repaired), True
+    except NotPositiveDefiniteError:
+        pass
+    schur = schur_complement(repaired)
+    lowest = float(np.linalg.eigvalsh(schur)[0])
+    shift = 1e-8 * scale - 2.0 * min(lowest, 0.0)
+    while True:
+        try:
+            damped = repaired._replace(
+                shared_block=repaired.shared_block + shift * np.eye(repaired.shared.size)
+            )
+            return cholesky(damped), True
+        except NotPositiveDefiniteError:  # rounding in the eigenvalue: a little more
+            shift *= 10.0

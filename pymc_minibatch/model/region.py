@@ -7,12 +7,14 @@ likelihoods below have none, but they have one on any bounded set of predictor v
 with tall data the posterior sits in a small region around its mode. Their bounds are
 taken over the **trust region** ``B = {theta : ||z|| <= R}``, ``z = L^-1 (theta -
 theta_hat)`` in the whitened coordinates of the Laplace approximation: inside ``B`` each
-row's predictors move by at most ``rho_i = R ||A_i L||`` from their values at the mode.
+row's predictor ``w_ij = a_ij' theta`` moves by at most ``rho_ij = R ||L' a_ij||`` from its
+value at the mode (each predictor its own: a group's intercept may move far in a group of
+three rows while the shared noise scale moves by a few thousandths).
 
 ==========================================  ==================  ================================
-likelihood                                  predictors ``w``    ``K_i`` over ``||u|| <= rho``
+likelihood                                  predictors ``w``    ``K_i`` over ``|u_j| <= rho_j``
 ==========================================  ==================  ================================
-``Poisson(mu=exp(eta))``                    ``eta``             ``exp(eta_hat + rho)``
+``Poisson(mu=exp(eta))``                    ``eta``             ``exp(eta_hat + rho_1)``
 ``Normal(mu=eta, sigma)``, sigma sampled    ``eta, log sigma``  ``s (4/sqrt3 (1 + 2E) + 4 E^2)``
 ``LogNormal(mu=eta, sigma)``, sigma sampled ``eta, log sigma``  as Normal, with ``log y``
 ``StudentT(nu, eta, sigma)``, sigma sampled ``eta, log sigma``  ``(nu+1)(8h a^3 + 6a^2 + 6a + 12)``
@@ -21,9 +23,9 @@ likelihood                                  predictors ``w``    ``K_i`` over ``|
 For the Normal, ``f = -zeta - e^2 exp(-2 zeta) / 2`` with ``e = y - eta`` and ``zeta = log
 sigma`` has ``D^3 f[v, v, v] = exp(-2 zeta) (6 v_1^2 v_2 + 12 e v_1 v_2^2 + 4 e^2 v_2^3)``;
 on the unit circle ``|v_1^2 v_2|`` and ``|v_1 v_2^2|`` are at most ``2 / (3 sqrt 3)``, and
-over the ball ``s = exp(-2 (zeta_hat - rho))`` and ``E = |y - eta_hat| + rho`` bound
+over the region ``s = exp(-2 (zeta_hat - rho_2))`` and ``E = |y - eta_hat| + rho_1`` bound
 ``exp(-2 zeta)`` and ``|e|``. For the Student-t (``nu`` fixed; Cauchy: ``nu = 1``), ``a =
-exp(-(zeta_hat - rho)) / sqrt(nu)`` and ``h = 3/8 + sqrt(2)/4`` (see
+exp(-(zeta_hat - rho_2)) / sqrt(nu)`` and ``h = 3/8 + sqrt(2)/4`` (see
 :func:`_free_scale_student_t`). ``sigma`` may be any expression whose logarithm is linear in the
 sampled values (a positive prior with its default log transform, such as ``HalfNormal``,
 or a log-linear model of the scale); a varying-intercept or varying-slope model is
@@ -35,7 +37,7 @@ A LogNormal with a fixed scale is a Normal location model of ``log y``: exactly 
 
 First-order control variates (SMH-1) use the same region with a bound on the second
 derivative, ``|D^2 f(w)[v, v]| <= K2_i``
-(:func:`pymc_minibatch.model.expansions.first_order_bounds`): ``exp(eta_hat + rho)``
+(:func:`pymc_minibatch.model.expansions.first_order_bounds`): ``exp(eta_hat + rho_1)``
 for the Poisson, the Hessian's Frobenius norm ``s sqrt(1 + 8 E^2 + 4 E^4)`` for the Normal and
 ``(nu + 1) (2 a^2 + a + 3)`` for the Student-t.
 
@@ -81,7 +83,8 @@ class _Spec:
         self.predictors = list(predictors)
         self.slopes = list(slopes)
         self.curvatures = list(curvatures)  # (j, k, graph)
-        # third(w_hat, extra_values, radius) -> K_i; second(...) likewise for D^2 f
+        # third(w_hat, extra_values, radii) -> K_i, radii[j] the distance predictor j may
+        # move in the region (None without one); second(...) likewise for D^2 f
         self.third, self.second = third, second
         self.local = local
         self.extra = list(extra)  # graphs whose values at the center the bounds need
@@ -113,7 +116,7 @@ def _spec(name, rv, value, free_rvs):
         (mu,) = params
         mu = pt.cast(mu, "float64")
         # the second and third derivatives are both -exp(eta)
-        bound = lambda w, extra, radius: np.exp(w[0] + radius)  # noqa: E731
+        bound = lambda w, extra, radii: np.exp(w[0] + radii[0])  # noqa: E731
         return _Spec([pt.log(mu)], [y - mu], [(0, 0, -mu)], bound, bound, local=True)
     if isinstance(op, NormalRV | LogNormalRV):
         mu, sigma = params
@@ -124,8 +127,8 @@ def _spec(name, rv, value, free_rvs):
             s = 1.0 / pt.cast(sigma, "float64") ** 2
             residual = response - pt.cast(mu, "float64")
             return _Spec([mu], [residual * s], [(0, 0, -s * pt.ones_like(residual))],
-                         lambda w, extra, radius: np.zeros_like(w[0]),
-                         lambda w, extra, radius: extra[0], local=False,
+                         lambda w, extra, radii: np.zeros_like(w[0]),
+                         lambda w, extra, radii: extra[0], local=False,
                          extra=[s * pt.ones_like(residual)])  # fmt: skip
     if isinstance(op, StudentTRV | CauchyRV):
         nu, mu, sigma = params if isinstance(op, StudentTRV) else (pt.constant(1.0), *params)
@@ -139,8 +142,8 @@ def _spec(name, rv, value, free_rvs):
             "control_variates=0 or 1"
         )
     return _Spec([family.eta], [family.slope], [(0, 0, family.second)],
-                 lambda w, extra, radius: np.abs(extra[0]),
-                 lambda w, extra, radius: np.abs(extra[1]), local=False,
+                 lambda w, extra, radii: np.abs(extra[0]),
+                 lambda w, extra, radii: np.abs(extra[1]), local=False,
                  extra=[pt.broadcast_to(family.third, family.slope.shape),
                         pt.broadcast_to(family.curvature, family.slope.shape)],
                  global_family=True)  # fmt: skip
@@ -153,18 +156,18 @@ def _free_scale(mu, sigma, response):
     s = 1.0 / sigma**2
     ones = pt.ones_like(residual)
 
-    def bounds(w, extra, radius):
+    def bounds(w, extra, radii):
         (response_values,) = extra
-        scale = np.exp(-2.0 * (w[1] - radius))
-        error = np.abs(response_values - w[0]) + radius
+        scale = np.exp(-2.0 * (w[1] - radii[1]))
+        error = np.abs(response_values - w[0]) + radii[0]
         return scale, error
 
-    def third(w, extra, radius):
-        scale, error = bounds(w, extra, radius)
+    def third(w, extra, radii):
+        scale, error = bounds(w, extra, radii)
         return scale * (_CUBE * (1.0 + 2.0 * error) + 4.0 * error**2)
 
-    def second(w, extra, radius):  # the Hessian's Frobenius norm
-        scale, error = bounds(w, extra, radius)
+    def second(w, extra, radii):  # the Hessian's Frobenius norm
+        scale, error = bounds(w, extra, radii)
         return scale * np.sqrt(1.0 + 8.0 * error**2 + 4.0 * error**4)
 
     return _Spec(
@@ -199,15 +202,15 @@ def _free_scale_student_t(mu, sigma, nu, y):
     second = -(nu + 1.0) * (1.0 - t**2) / (1.0 + t**2) ** 2
     ones = pt.ones_like(residual)
 
-    def third(w, extra, radius):
+    def third(w, extra, radii):
         (nu_values,) = extra
-        a_max = np.exp(-(w[1] - radius)) / np.sqrt(nu_values)
+        a_max = np.exp(-(w[1] - radii[1])) / np.sqrt(nu_values)
         return (nu_values + 1.0) * (8.0 * STUDENT_T_THIRD * a_max**3 + 6.0 * a_max**2
                                     + 6.0 * a_max + 12.0)  # fmt: skip
 
-    def second_bound(w, extra, radius):  # g2 t1^2 + g1 t2, with (a + |t|)^2 <= 2 (a^2 + t^2)
+    def second_bound(w, extra, radii):  # g2 t1^2 + g1 t2, with (a + |t|)^2 <= 2 (a^2 + t^2)
         (nu_values,) = extra
-        a_max = np.exp(-(w[1] - radius)) / np.sqrt(nu_values)
+        a_max = np.exp(-(w[1] - radii[1])) / np.sqrt(nu_values)
         return (nu_values + 1.0) * (2.0 * a_max**2 + a_max + 3.0)
 
     return _Spec(

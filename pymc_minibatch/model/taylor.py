@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_minibatch.kernels.preconditioning import DensePreconditioner
+from pymc_minibatch.kernels.arrowhead import ArrowheadFactor, ArrowheadMatrix
 
 
 class SecondOrderExpansion(NamedTuple):
@@ -53,12 +53,12 @@ class SecondOrderExpansion(NamedTuple):
 
     center: np.ndarray
     """``theta_hat``, shape (d,)."""
-    whiten: np.ndarray
-    """``L^-1``: ``z = whiten @ (theta - center)``, shape (d, d)."""
+    factor: ArrowheadFactor
+    """The Laplace fit's factor: ``z = factor.to_z(theta - center)``."""
     gradient: np.ndarray
     """``G = sum_i grad T_i(theta_hat)``, shape (d,)."""
-    hessian: np.ndarray
-    """``H = sum_i hess T_i``, shape (d, d)."""
+    hessian: ArrowheadMatrix
+    """``H = sum_i hess T_i`` (block arrowhead in a hierarchical model)."""
     terms: object
     """``terms(theta, *rows)``: the rows' predictors ``w`` (P arrays, all observed
     variables), ``d f / d w`` (P) and the curvatures ``d^2 f / d w_j d w_k`` (one per
@@ -72,7 +72,7 @@ class SecondOrderExpansion(NamedTuple):
     def quadratic(self, theta):
         """``sum_i [T_i(theta) - l_i(theta_hat)] = G' delta + delta' H delta / 2``."""
         delta = theta - self.center
-        return float(self.gradient @ delta + 0.5 * delta @ self.hessian @ delta)
+        return float(self.gradient @ delta + 0.5 * delta @ self.hessian.matvec(delta))
 
     def row_parts(self, theta, theta2, rows):
         """The linear and quadratic parts of ``T_i(theta2) - T_i(theta)`` on ``rows`` (from
@@ -100,25 +100,4 @@ class SecondOrderExpansion(NamedTuple):
 
     def whitened(self, theta):
         """``z = L^-1 (theta - center)``."""
-        return self.whiten @ (theta - self.center)
-
-
-def whitening(laplace):
-    """``(L, L^-1)`` of a Laplace fit, dense: ``theta - mode = L z``."""
-    preconditioner = laplace.preconditioner
-    if isinstance(preconditioner, DensePreconditioner):
-        return preconditioner.transform, preconditioner.inverse
-    return np.diag(preconditioner.scale), np.diag(1.0 / preconditioner.scale)
-
-
-def predictor_norms(designs, transform):
-    """``b_i = ||A_i L||``, the operator norm of the rows' ``k x d`` predictor matrices in
-    whitened coordinates, shape (N,)."""
-    whitened = [design @ transform for design in designs]
-    if len(whitened) == 1:
-        return np.linalg.norm(whitened[0], axis=1)
-    gram = np.stack(
-        [np.stack([np.einsum("nd,nd->n", a, b) for b in whitened], axis=-1) for a in whitened],
-        axis=-2,
-    )
-    return np.sqrt(np.maximum(np.linalg.eigvalsh(gram)[:, -1], 0.0))
+        return self.factor.to_z(theta - self.center)

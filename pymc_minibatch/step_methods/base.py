@@ -24,7 +24,6 @@ from pymc_minibatch.kernels.adaptation import (
     dual_averaging_init,
     dual_averaging_update,
 )
-from pymc_minibatch.kernels.preconditioning import DensePreconditioner
 from pymc_minibatch.kernels.row_queue import RowQueue, queue_length
 from pymc_minibatch.model.adapter import MinibatchModel
 
@@ -174,7 +173,7 @@ class MetropolisStep(MinibatchStep):
                 raise ValueError(f"proposal_cov must be 'laplace', None or an array, got "
                                  f"{proposal_cov!r}")  # fmt: skip
             self.laplace = self.minibatch_model.laplace(rng=self.rng)
-            self.proposal_chol = _laplace_cholesky(self.laplace)
+            self.proposal_chol = self.laplace.preconditioner  # L, with L z ~ N(0, covariance)
             default_scale = 2.38 / np.sqrt(ndim)
         else:
             self.proposal_chol = _proposal_cholesky(proposal_cov, ndim)
@@ -273,14 +272,6 @@ class MetropolisStep(MinibatchStep):
                 self.adaptation, accept_prob, self.target_accept
             )
             self.proposal_scale = float(np.exp(self.adaptation.log_step_size))
-
-
-def _laplace_cholesky(fit):
-    """A square root of the Laplace approximation's covariance, as a dense matrix."""
-    preconditioner = fit.preconditioner
-    if isinstance(preconditioner, DensePreconditioner):
-        return preconditioner.transform
-    return np.diag(preconditioner.scale)
 
 
 def _proposal_cholesky(proposal_cov, ndim):

@@ -5,7 +5,7 @@ from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch.arguments import positive_float
-from pymc_minibatch.bounds import BOUND_TOLERANCE, Bounds, metric
+from pymc_minibatch.bounds import BOUND_TOLERANCE, Bounds
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
 from pymc_minibatch.kernels.pcn import (
     RHO_CANDIDATES,
@@ -17,10 +17,14 @@ from pymc_minibatch.kernels.pcn import (
     rho_search_update,
 )
 from pymc_minibatch.kernels.random_walk import propose
-from pymc_minibatch.kernels.tuna import RowBounds
-from pymc_minibatch.model.expansions import first_order_bounds, second_order_bounds
+from pymc_minibatch.kernels.tuna import RowBounds, single_group
+from pymc_minibatch.model.expansions import (
+    default_group_radius,
+    first_order_bounds,
+    second_order_bounds,
+)
 from pymc_minibatch.model.lipschitz import derive_bounds, linear_predictors, observed_families
-from pymc_minibatch.model.region import default_radius, needs_row_expansions
+from pymc_minibatch.model.region import needs_row_expansions
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 from pymc_minibatch.step_methods.residuals import (
     FirstOrderResiduals,
@@ -52,8 +56,10 @@ class BoundedMinibatchStep(MetropolisStep):
     the ``outside_region`` statistic); the choice depends only on the pair, so the chain
     stays exact.
 
-    Subclasses implement ``decide(theta, proposal, exact_diff, m, row_pair, full_diff,
-    full_data)`` (``exact_diff``: the log-ratio terms computed exactly; ``row_pair(idx)``: the
+    Subclasses implement ``decide(theta, proposal, exact_diff, metrics, row_pair, full_diff,
+    full_data)`` (``exact_diff``: the log-ratio terms computed exactly; ``metrics``: the
+    metric of each group of rows, :meth:`~pymc_minibatch.bounds.Bounds.metrics`;
+    ``row_pair(idx)``: the
     row terms at both points; ``full_diff()``: the exact full-data difference of the row
     terms; ``full_data``: take a full-data step),
     returning a kernel ``Info`` with at least ``accept``, ``accepted``, ``nonfinite``,
@@ -84,6 +90,7 @@ class BoundedMinibatchStep(MetropolisStep):
         mm = self.minibatch_model
         self.bounds, self.residuals = resolve_bounds(bounds, mm, control_variates, trust_region)
         self.metric_indices = self.bounds.metric_indices(mm)
+        self._drawn_totals = None  # (C_g of the groups drawn from, groups always whole)
         if proposal == "auto":
             laplace_ready = self.laplace is not None
             proposal = "pcn" if self.residuals.order == 2 and laplace_ready else "rw"
@@ -122,9 +129,23 @@ class BoundedMinibatchStep(MetropolisStep):
         super().stop_tuning()
 
     def row_bounds(self):
-        # the row sampler is built at the first draw of a row: never for all-zero bounds
-        sample = self.queued_rows(lambda: self.bounds.row_sampler)
-        return RowBounds(self.bounds.c, self.bounds.total, sample)
+        """The kernels' :class:`~pymc_minibatch.kernels.tuna.RowBounds`: rows drawn ahead
+        into the chain's queue with one metric for all rows, within their groups with a
+        metric per group (the row sampler is built at the first draw of a row: never for
+        all-zero bounds)."""
+        bounds = self.bounds
+        if bounds.groups is None:
+            return single_group(bounds.c, bounds.total,
+                                self.queued_rows(lambda: bounds.row_sampler))  # fmt: skip
+        rows = bounds.row_sampler
+        if self._drawn_totals is None:
+            # a group whose bounds sum to its number of rows or more would be drawn whole
+            # at a metric of 1 already: evaluated whole at every step, out of C
+            whole = (rows.totals >= rows.sizes) & (rows.sizes > 0)
+            self._drawn_totals = np.where(whole, 0.0, rows.totals), np.flatnonzero(whole)
+        totals, whole = self._drawn_totals
+        return RowBounds(bounds.c, float(totals.sum()), rows.sample, totals, rows.sizes,
+                         rows.rows_of, whole)  # fmt: skip
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
@@ -134,7 +155,7 @@ class BoundedMinibatchStep(MetropolisStep):
         if searching is not None:
             self._set_rho(RHO_CANDIDATES[searching])
         proposal, exact_diff = self._propose(theta)
-        m = metric(self.bounds, theta, proposal, self.metric_indices)
+        metrics = self.bounds.metrics(theta, proposal, self.metric_indices)
         logprior_current = self.current_logprior(theta)
         logprior_proposal = model.logprior(proposal)
         remainder = self.residuals.remainder(theta, proposal)
@@ -147,7 +168,7 @@ class BoundedMinibatchStep(MetropolisStep):
             return model.full_loglik(proposal) - model.full_loglik(theta) - remainder
 
         inside = self.bounds.inside_region(theta) and self.bounds.inside_region(proposal)
-        info = self.decide(theta, proposal, exact_diff, m, row_pair, full_diff, not inside)
+        info = self.decide(theta, proposal, exact_diff, metrics, row_pair, full_diff, not inside)
         if info.bound_ratio > 1.0 + BOUND_TOLERANCE:
             raise BoundViolationError(
                 f"{type(self).__name__}: |U_i(theta') - U_i(theta)| reached "
@@ -209,7 +230,7 @@ class BoundedMinibatchStep(MetropolisStep):
     def proposal_changed(self):
         """Called when the pCN correlation changes while tuning (subclasses re-tune)."""
 
-    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff, full_data):
+    def decide(self, theta, proposal, exact_diff, metrics, row_pair, full_diff, full_data):
         raise NotImplementedError
 
     def info_stats(self, info):
@@ -233,8 +254,8 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_regio
         where every likelihood has a bounded second derivative; else 0.
     trust_region : float, optional
         Radius ``R`` of the trust region ``||z|| <= R`` in Laplace sds, used where a
-        likelihood is bounded only there (default ``sqrt(d) + 10``, see
-        :func:`~pymc_minibatch.model.region.default_radius`).
+        likelihood is bounded only there (default ``sqrt(d) + 10``, ``d`` the coordinates a
+        row's group sees: see :func:`~pymc_minibatch.model.expansions.default_group_radius`).
 
     Returns
     -------
@@ -263,7 +284,11 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_regio
     automatic = isinstance(control_variates, str) and control_variates == "auto"
     if not automatic and (control_variates not in (0, 1, 2) or isinstance(control_variates, float)):
         raise ValueError(f"control_variates must be 'auto', 0, 1 or 2, got {control_variates!r}")
-    radius = default_radius(mm.ndim) if trust_region is None else float(trust_region)
+    def radius():
+        if trust_region is not None:
+            return float(trust_region)
+        return default_group_radius(mm.laplace().structure)
+
     if needs_row_expansions(mm):
         # no global bound (or a LogNormal): control variates of order 2 or 1, on a trust
         # region where a likelihood needs one
@@ -277,14 +302,14 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_regio
                 ) from None
         order = (1 if mm.shared else 2) if automatic else int(control_variates)
         if order == 2:
-            return _second_order(mm, radius)
+            return _second_order(mm, radius())
         laplace = mm.laplace()
-        bounds = first_order_bounds(mm, laplace, radius)
+        bounds = first_order_bounds(mm, laplace, radius())
         return bounds, FirstOrderResiduals(mm, laplace.mode)
     # automatic: refuses unsupported likelihoods
     order = _automatic_order(mm) if automatic else int(control_variates)
     if order == 2:
-        return _second_order(mm, radius)
+        return _second_order(mm, radius())
     center = mm.laplace().mode if order == 1 else None
     bounds = derive_bounds(mm, order, center=center)
     return bounds, (FirstOrderResiduals(mm, center) if order == 1 else PlainRows(mm))

@@ -16,6 +16,7 @@ from pymc_minibatch.kernels.mint import (
     mint_step,
     tempering_settings,
 )
+from pymc_minibatch.kernels.preconditioning import scaled
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
 
 PROPOSALS = ("rw", "sgld")
@@ -163,7 +164,7 @@ class MINT(MetropolisStep):
             self.settings, mm.n_data, self.batch_size, proposal, self.temper_prior
         )
         if self.laplace is not None:  # the tempered posterior is sqrt(T) times wider
-            self.proposal_chol = self.proposal_chol * np.sqrt(self.temperature)
+            self.proposal_chol = scaled(self.proposal_chol, np.sqrt(self.temperature))
         if proposal_scale is None and self.laplace is None:
             # the tempered posterior is sqrt(T) times wider than the base default assumes
             self.initial_proposal_scale = 2.38 * np.sqrt(self.temperature / (mm.ndim * mm.n_data))

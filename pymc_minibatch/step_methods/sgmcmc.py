@@ -8,9 +8,11 @@ kernel's ``z`` and back, and copies the kernel's statistics into ``sample_stats`
 
 import numpy as np
 from pymc.blocking import RaveledVars
+from pymc.stats.convergence import SamplerWarning
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
+from pymc_minibatch.answer_check import CheckState, LaplaceCheck
 from pymc_minibatch.arguments import positive_float, positive_int
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.batches import checked_batch_size
@@ -32,6 +34,7 @@ NOISE_SEED = 20261130
 @dataclass_state
 class SGMCMCState(MinibatchStepState):
     chain: SGState | None
+    check_state: CheckState | None
 
 
 class SGMCMC(MinibatchStep):
@@ -55,16 +58,24 @@ class SGMCMC(MinibatchStep):
 
     **Preconditioning and start** (``precondition=True``, the default when ``step_size`` is
     not given): at construction the sampler fits the Laplace approximation
-    ``N(theta_hat, L L^T)`` of the posterior on the full data (the mode by L-BFGS, then the
-    curvature there by finite differences of full-data gradients, made positive definite;
-    see :meth:`MinibatchModel.laplace`). It then runs in ``z`` with ``theta = L z``, a
-    linear change of variables (the target is unchanged; ``L`` plays the part of a mass
+    ``N(theta_hat, L L^T)`` of the posterior on the full data (the mode by Newton steps
+    with the exact full-data Hessian, whose inverse is ``L L^T``; block arrowhead when each
+    row touches one group's parameters and the shared ones; see
+    :meth:`MinibatchModel.laplace`). It then runs in ``z`` with ``theta = L z``,
+    a linear change of variables (the target is unchanged; ``L`` plays the part of a mass
     matrix) in which the posterior's curvature is about the identity, and each chain starts
     from a draw of the Laplace approximation, in the bulk of the posterior, whatever PyMC's
     initial point (which is far out for tall data). Step sizes (and the ``step_size``
-    statistic) are in units of ``z``. Up to 100 parameters ``L`` is dense; beyond, it is
-    diagonal (estimated from per-row gradients at the mode, see
-    :mod:`pymc_minibatch.kernels.preconditioning`).
+    statistic) are in units of ``z``.
+
+    **Check of the answer**: after tuning, the chain's draws are compared with that Laplace
+    approximation (after 200 draws, then at every doubling): a coordinate whose mean is more
+    than 5 of its Laplace sds from the mode, or whose sd is more than 3 times too wide or
+    too narrow, means the draws are not the posterior's, and the chain reports it once in
+    the ``"warning"`` statistic, which ``pm.sample`` logs (as it does NUTS's divergences;
+    see :mod:`pymc_minibatch.answer_check`). Without a Laplace fit (``precondition=False``
+    and no control variates) or when its search found no mode, there is nothing to check
+    against.
 
     **Default step size** (``step_size=None``): a constant ``h`` in units of ``z``, in
     which the posterior sd is about 1, set from ``r``, the variance per coordinate of ``z``
@@ -94,6 +105,7 @@ class SGMCMC(MinibatchStep):
         "resampled": (bool, []),
         "resample_accept_rate": (np.float64, []),
         "grad_norm": (np.float64, []),
+        "warning": (SamplerWarning, None),
     }
     _state_class = SGMCMCState
 
@@ -126,6 +138,7 @@ class SGMCMC(MinibatchStep):
         self.control_variates = use_control_variates(control_variates, self.batch_size, mm.n_data)
         need_laplace = self.precondition or self.control_variates
         self.laplace = mm.laplace(rng=self.rng) if need_laplace else None
+        self.answer_check = self._answer_check()
         self.preconditioner = (
             self.laplace.preconditioner if self.precondition else identity_preconditioner(mm.ndim)
         )
@@ -179,6 +192,7 @@ class SGMCMC(MinibatchStep):
 
     def reset_tuning(self):
         self.chain = None
+        self.check_state = None if self.answer_check is None else self.answer_check.start()
 
     def __repr__(self):
         return (
@@ -203,6 +217,10 @@ class SGMCMC(MinibatchStep):
         )
         if info.divergence is not None:
             raise SamplerDivergenceError(self._divergence_message(info))
+        position = self.preconditioner.to_theta(self.chain.position)
+        warning = None
+        if not self.tune and self.check_state is not None:
+            self.check_state, warning = self.answer_check.observe(self.check_state, position)
         stats = {
             "tune": self.tune,
             "step_size": info.step_size,
@@ -212,9 +230,21 @@ class SGMCMC(MinibatchStep):
             "resampled": info.resampled,
             "resample_accept_rate": info.resample_accept_rate,
             "grad_norm": info.grad_norm,  # in the user's parametrisation, not in z
+            "warning": warning,
         }
-        position = self.preconditioner.to_theta(self.chain.position)
         return RaveledVars(position, q0.point_map_info), [stats]
+
+    def _answer_check(self):
+        """The chain's check against the Laplace fit (none without one)."""
+        if self.laplace is None or not self.laplace.is_mode:
+            return None
+        advice = "Pass a smaller step_size or a larger batch_size"
+        if not self.precondition:
+            advice += ", or leave step_size unset to precondition"
+        return LaplaceCheck(
+            self.laplace, self.minibatch_model.coordinate_names(), type(self).__name__,
+            advice + "; or sample exactly with pmm.TunaMH.",
+        )  # fmt: skip
 
     def _chain_start(self, theta):
         """A draw of the Laplace approximation when preconditioning (its mode if the draw

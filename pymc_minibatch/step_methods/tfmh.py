@@ -50,6 +50,6 @@ class TFMH(BoundedMinibatchStep):
 
     name = "tfmh"
 
-    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff, full_data):
-        return tfmh_step(self.rng, exact_diff, m, self.row_bounds(), row_pair, full_diff,
+    def decide(self, theta, proposal, exact_diff, metrics, row_pair, full_diff, full_data):
+        return tfmh_step(self.rng, exact_diff, metrics, self.row_bounds(), row_pair, full_diff,
                          self.minibatch_model.n_data, full_data)  # fmt: skip

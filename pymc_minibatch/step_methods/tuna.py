@@ -76,7 +76,8 @@ class TunaMH(BoundedMinibatchStep):
     trust_region : float, optional
         Radius ``R`` of the trust region ``||z|| <= R`` (in Laplace sds, ``z`` the whitened
         distance to the mode) where a likelihood is bounded only there; default
-        ``sqrt(d) + 10``. Reported in the repr when used.
+        ``sqrt(d) + 10``, with ``d`` the coordinates a row's group sees in a hierarchical
+        model (its own and the shared ones). Reported in the repr when used.
     chi : float, optional
         TunaMH's ``chi > 0``: larger values give acceptance closer to full-data MH at the
         cost of larger batches (expected batch ``lambda = chi C^2 M^2 + C M``). ``None``
@@ -162,22 +163,26 @@ class TunaMH(BoundedMinibatchStep):
         self.mean_metric = None  # M's scale changes with the pCN correlation: tune chi anew
 
     def _tuned_chi(self):
-        floor = self.bounds.total * self.mean_metric  # C Mbar: the batch when chi = 0
+        floor = self.row_bounds().total * self.mean_metric  # C Mbar: the batch when chi = 0
         if floor == 0.0:  # no move yet, or exactly quadratic likelihoods: no row is drawn
             return 1.0
         kappa = min(TARGET_KAPPA, MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
         return max(kappa, 0.1) / floor
 
-    def decide(self, theta, proposal, exact_diff, m, row_pair, full_diff, full_data):
+    def decide(self, theta, proposal, exact_diff, metrics, row_pair, full_diff, full_data):
         if self.fixed_chi is None and (self.tune or self.chi is None):
-            # running mean of M while tuning (also seeds chi when a chain starts untuned)
+            # running mean of M while tuning (also seeds chi when a chain starts untuned); with
+            # a metric per group of rows, their mean weighted by the groups' bounds, so that
+            # C Mbar is the expected batch at chi = 0
+            bounds = self.row_bounds()
+            m = float(metrics @ bounds.group_totals) / bounds.total if bounds.total else 0.0
             previous = self.mean_metric
             self.mean_metric = m if previous is None else 0.95 * previous + 0.05 * m
             self.chi = self._tuned_chi()
         return tuna_step(
             self.rng,
             exact_diff,
-            m,
+            metrics,
             self.chi,
             self.row_bounds(),
             row_pair,

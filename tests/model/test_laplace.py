@@ -1,12 +1,14 @@
-"""The Laplace fit shared by the samplers: mode, full-data curvature, positive definiteness."""
+"""The Laplace fit shared by the samplers: mode, exact full-data curvature, and a warning
+when no mode is found."""
 
 import numpy as np
 import pymc as pm
 import pytest
 
 import pymc_minibatch as pmm
-from pymc_minibatch.kernels.preconditioning import DensePreconditioner
-from pymc_minibatch.model.laplace import ModeNotFoundError, _positive_definite
+from pymc_minibatch.kernels.arrowhead import ArrowheadMatrix
+from pymc_minibatch.model.laplace import LaplaceFitWarning, ModeNotFoundError, _factor
+from tests.zoo_hierarchical import intercepts_logistic
 
 
 def test_conjugate_regression_gives_the_exact_posterior():
@@ -20,9 +22,11 @@ def test_conjugate_regression_gives_the_exact_posterior():
     fit = pmm.MinibatchModel(model).laplace()
     precision = x.T @ x + np.eye(3) / 100
     np.testing.assert_allclose(fit.mode, np.linalg.solve(precision, x.T @ y), rtol=1e-6)
-    transform = fit.preconditioner.transform
-    np.testing.assert_allclose(transform @ transform.T, np.linalg.inv(precision), rtol=1e-4)
-    assert not fit.repaired and fit.passes > 2 * 3
+    transform = fit.preconditioner.dense()
+    np.testing.assert_allclose(transform @ transform.T, np.linalg.inv(precision), rtol=1e-8)
+    assert fit.is_mode and not fit.repaired and fit.starts == 1
+    # Newton's method on a quadratic: the first step lands on the mode
+    assert fit.passes <= 6
 
 
 def test_rare_rows_set_the_curvature_of_their_coefficient():
@@ -36,17 +40,55 @@ def test_rare_rows_set_the_curvature_of_their_coefficient():
         pm.Normal("beta", 0, 10, shape=2)
         pm.Bernoulli("y", logit_p=model["beta"][0] + model["beta"][1] * indicator, observed=y)
     fit = pmm.MinibatchModel(model).laplace()
-    sd = np.sqrt(np.diag(fit.preconditioner.transform @ fit.preconditioner.transform.T))
+    sd = np.sqrt(fit.covariance_diagonal())
     assert 0.3 < sd[1] < 0.7
 
 
-def test_negative_and_tiny_curvatures_are_made_positive_definite():
-    curvature = np.diag([4.0, -1.0, 1e-20])
-    preconditioner, repaired = _positive_definite(curvature)
-    assert repaired and isinstance(preconditioner, DensePreconditioner)
-    inverse = preconditioner.inverse  # R^T with R R^T the repaired precision
-    eigenvalues = np.linalg.eigvalsh(inverse.T @ inverse)
-    np.testing.assert_allclose(np.sort(eigenvalues), [4e-10, 1.0, 4.0], rtol=1e-8)
+def test_a_negative_direction_is_damped_in_its_own_block_only():
+    """A group's block and the shared block with a negative eigenvalue each: the damping
+    shifts those two blocks, and leaves the positive definite group's block as it is."""
+    precision = ArrowheadMatrix.from_dense(
+        np.diag([4.0, -1.0, 2.0, -3.0]), shared=np.array([3]), local=np.array([[0], [1], [2]])
+    )
+    factor, damped = _factor(precision)
+    assert damped
+    repaired = np.linalg.inv(factor.dense() @ factor.dense().T)
+    np.testing.assert_allclose(np.diag(repaired)[[0, 2]], [4.0, 2.0], rtol=1e-12)
+    assert repaired[1, 1] > 0 and repaired[3, 3] > 0
+    np.testing.assert_allclose(repaired - np.diag(np.diag(repaired)), 0.0, atol=1e-12)
+
+
+def test_a_centred_hierarchical_model_ends_at_its_mode_not_at_a_zero_scale():
+    """From PyMC's initial point (every group effect at the population mean) a joint Newton
+    step shrinks ``tau`` towards zero, where the centred density is unbounded; the groups'
+    own parameters move first, and the search ends at the mode with the exact curvature."""
+    mm = pmm.MinibatchModel(intercepts_logistic(200, 20_000, centred=True))
+    fit = mm.laplace(rng=np.random.default_rng(0))
+    assert fit.is_mode and not fit.repaired and fit.starts == 1
+    assert fit.structure.local.shape == (200, 1)
+    tau = np.exp(fit.mode[mm.theta_indices(["tau"])][0])
+    assert 0.5 < tau < 1.2  # drawn from tau = 0.8
+    # the curvature is exact: against central differences of the full-data gradient
+    rng = np.random.default_rng(1)
+    direction = rng.normal(size=mm.ndim)
+    step = 1e-5
+    difference = (mm.logp_and_grad(fit.mode + step * direction)[1]
+                  - mm.logp_and_grad(fit.mode - step * direction)[1]) / (2 * step)  # fmt: skip
+    np.testing.assert_allclose(-fit.precision.matvec(direction), difference, rtol=1e-5,
+                               atol=1e-6 * np.abs(difference).max())  # fmt: skip
+
+
+def test_a_posterior_without_mode_is_reported():
+    """A coefficient the likelihood never sees, with a flat prior: no search can end at a
+    mode, so the fit warns, and says what it used."""
+    rng = np.random.default_rng(2)
+    with pm.Model() as model:
+        pm.Flat("unseen")
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y", mu, 1.0, observed=rng.normal(size=100))
+    with pytest.warns(LaplaceFitWarning, match="no mode"):
+        fit = pmm.MinibatchModel(model).laplace(rng=np.random.default_rng(3))
+    assert not fit.is_mode and fit.repaired and fit.starts == 4
 
 
 def test_a_start_outside_the_support_is_refused_with_a_reason():

@@ -9,7 +9,7 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch.bounds import Bounds, metric
 from pymc_minibatch.kernels.tfmh import tfmh_step
-from pymc_minibatch.kernels.tuna import RowBounds, tuna_step
+from pymc_minibatch.kernels.tuna import single_group, tuna_step
 from pymc_minibatch.model.region import default_radius
 
 RNG = np.random.default_rng(31)
@@ -165,11 +165,12 @@ def test_kernels_take_the_full_data_step_without_drawing_rows():
     def no_rows(idx):
         raise AssertionError("a full-data step drew rows")
 
-    bounds = RowBounds(np.ones(10), 10.0, lambda rng, size: np.zeros(size, dtype=int))
+    bounds = single_group(np.ones(10), 10.0, lambda rng, size: np.zeros(size, dtype=int))
     rng = np.random.default_rng(0)
-    tuna = tuna_step(rng, 0.1, 0.5, 1.0, bounds, no_rows, lambda: -0.3, 10, full_data=True)
+    metric = np.array([0.5])
+    tuna = tuna_step(rng, 0.1, metric, 1.0, bounds, no_rows, lambda: -0.3, 10, full_data=True)
     assert tuna.fallback and tuna.batch_size == 10 and tuna.accept == pytest.approx(np.exp(-0.2))
-    tfmh = tfmh_step(rng, 0.1, 0.5, bounds, no_rows, lambda: -0.3, 10, full_data=True)
+    tfmh = tfmh_step(rng, 0.1, metric, bounds, no_rows, lambda: -0.3, 10, full_data=True)
     assert tfmh.batch_size == 10 and tfmh.accept == pytest.approx(np.exp(-0.2))
 
 

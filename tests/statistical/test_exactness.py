@@ -203,19 +203,24 @@ def _linear_row_difference(self, theta, theta2, rows):
     return self.row_parts(theta, theta2, rows)[0]
 
 
-def _log_ratio_with_wrong_keep_probability(rng, m, chi, bounds, loglik_pair, batch_size):
-    """``tuna_log_ratio`` with every keep probability halved (targets a tempered posterior)."""
-    if batch_size == 0:
-        return 0.0, 0, 0.0, True
-    idx = bounds.sample(rng, batch_size)
+def _log_ratio_with_wrong_keep_probability(rng, metrics, chi, bounds, loglik_pair, counts,
+                                           whole=()):
+    """``tuna_log_ratio`` with every keep probability halved (targets a tempered posterior);
+    the models here have one group of rows."""
+    counts = np.asarray(counts)
+    if counts.sum() == 0:
+        return 0.0, 0, 0.0, True, 0
+    idx, groups = bounds.sample(rng, counts)
     loglik_current, loglik_proposal = loglik_pair(idx)
     delta = loglik_current - loglik_proposal
+    m = np.asarray(metrics, dtype=np.float64)[groups]
     c_m = bounds.c[idx] * m
     base = chi * bounds.c[idx] * bounds.total * m**2
     phi_forward = np.clip(0.5 * (delta + c_m), 0.0, c_m)
-    keep = rng.random(batch_size) < 0.5 * (base + phi_forward) / (base + c_m)
+    keep = rng.random(idx.size) < 0.5 * (base + phi_forward) / (base + c_m)
     log_ratio = np.sum(np.log(base + c_m - phi_forward)[keep] - np.log(base + phi_forward)[keep])
-    return float(log_ratio), int(keep.sum()), float(np.max(np.abs(delta) / c_m)), True
+    return (float(log_ratio), int(keep.sum()), float(np.max(np.abs(delta) / c_m)), True,
+            idx.size)  # fmt: skip
 
 
 def test_wrong_keep_probability_fails_the_same_checks(monkeypatch):

@@ -40,8 +40,7 @@ def rare_categories():
         coefficients = pm.Normal("beta", 0, 5, shape=x.shape[1])
         pm.Bernoulli("y", logit_p=intercept + pm.math.dot(x, coefficients), observed=y)
     fit = pmm.MinibatchModel(model).laplace()
-    covariance = fit.preconditioner.transform @ fit.preconditioner.transform.T
-    return model, fit.mode, np.sqrt(np.diag(covariance))
+    return model, fit.mode, np.sqrt(fit.covariance_diagonal())
 
 
 def _flat(idata):

@@ -270,9 +270,7 @@ def test_sample_returns_pymc_result_with_our_statistics(logistic):
         assert stats[name].shape == (2, 50)
     # every draw lies in the posterior's bulk: within 6 sds of the Laplace approximation
     fit = pmm.MinibatchModel(logistic).laplace()
-    whitened = (posterior(idata)["beta"].values.reshape(-1, 2) - fit.mode) @ (
-        fit.preconditioner.inverse.T
-    )
+    whitened = fit.preconditioner.to_z(posterior(idata)["beta"].values.reshape(-1, 2) - fit.mode)
     assert np.max(np.abs(whitened)) < 6
 
 
