@@ -57,6 +57,10 @@ class LaplaceCheck:
         The sampler's name, for the message.
     advice : str
         What to change, for the message.
+    spread_range : tuple of float, optional
+        The accepted ratios of the draws' sds to the Laplace sds (default: a factor of
+        :data:`~pymc_minibatch.kernels.laplace_check.SPREAD_LIMIT` either way; a lower end
+        of 0 for a method documented to narrow the posterior).
 
     Examples
     --------
@@ -75,7 +79,9 @@ class LaplaceCheck:
     True
     """
 
-    def __init__(self, laplace, names, sampler, advice):
+    def __init__(self, laplace, names, sampler, advice, spread_range=None):
+        limit = laplace_check.SPREAD_LIMIT
+        self.spread_range = (1.0 / limit, limit) if spread_range is None else spread_range
         self.mode = laplace.mode
         self.scale = np.sqrt(laplace.covariance_diagonal())
         self.names = names
@@ -99,7 +105,7 @@ class LaplaceCheck:
         if state.warned or moments.count < state.next_check:
             return state, None
         state = state._replace(next_check=2 * state.next_check)
-        message = self.message(laplace_check.disagreement(moments), "of this chain")
+        message = self.message(self._worst(moments), "of this chain")
         if message is None:
             return state, None
         return state._replace(warned=True), SamplerWarning(WarningType.BAD_PARAMS, message, "warn")
@@ -107,7 +113,10 @@ class LaplaceCheck:
     def check_all(self, thetas, what):
         """The message for draws ``thetas`` (shape (n, d)) seen at once, or None."""
         state = laplace_check.update(laplace_check.init(self.mode.size), self.units(thetas))
-        return self.message(laplace_check.disagreement(state), what)
+        return self.message(self._worst(state), what)
+
+    def _worst(self, moments):
+        return laplace_check.disagreement(moments, spread_range=self.spread_range)
 
     def message(self, found, what):
         if found is None:

@@ -33,6 +33,7 @@ Tolerances, per scalar parameter in the constrained space:
 ``python benchmarks/zoo.py`` prints the table; ``tests/statistical/test_zoo.py`` asserts it.
 """
 
+import logging
 import time
 import warnings
 from dataclasses import dataclass
@@ -100,15 +101,23 @@ class Cell:
     sd_error_mcse: float = np.nan
     """Largest |sd - reference sd| beyond 20%, in combined Monte Carlo standard errors of
     the sd (tempered samplers)."""
+    answer_check: str = ""
+    """The warning of the approximate samplers' check against the Laplace approximation
+    (:mod:`pymc_minibatch.answer_check`), if it fired."""
 
 
 def run_cell(sampler, model_name, random_seed=1):
     """Run ``sampler`` (a name in ``SAMPLERS``) on zoo model ``model_name``; return a Cell."""
     started = time.perf_counter()
     model = ZOO[model_name].build()
+    checks = _CheckMessages()
+    logger = logging.getLogger("pymc")
+    logger.addHandler(checks)
     try:
-        with model, warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # convergence chatter; the cell judges the draws
+        # convergence chatter is ignored (the cell judges the draws), the answer check kept
+        with model, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("ignore")
+            warnings.simplefilter("always", pmm.AnswerCheckWarning)
             idata = _sample(sampler, model, random_seed)
     except REFUSALS as err:
         return Cell(sampler, model_name, "refused", time.perf_counter() - started,
@@ -116,9 +125,25 @@ def run_cell(sampler, model_name, random_seed=1):
     except Exception as err:  # noqa: BLE001 - every other failure is an "error" cell
         return Cell(sampler, model_name, "error", time.perf_counter() - started,
                     f"{type(err).__name__}: {err}")  # fmt: skip
+    finally:
+        logger.removeHandler(checks)
     cell = _judge(sampler, model_name, idata)
     cell.seconds = time.perf_counter() - started
+    cell.answer_check = " ".join(checks.messages + [str(w.message) for w in caught])
     return cell
+
+
+class _CheckMessages(logging.Handler):
+    """The answer check's messages that ``pm.sample`` logs."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if "far from the posterior" in message:
+            self.messages.append(message)
 
 
 def _sample(sampler, model, random_seed):

@@ -68,9 +68,11 @@ def update(state: MomentsState, units: np.ndarray) -> MomentsState:
     return MomentsState(count, mean, squares)
 
 
-def disagreement(state: MomentsState, mean_limit=MEAN_LIMIT, spread_limit=SPREAD_LIMIT):
+def disagreement(state: MomentsState, mean_limit=MEAN_LIMIT,
+                 spread_range=(1.0 / SPREAD_LIMIT, SPREAD_LIMIT)):  # fmt: skip
     """The worst coordinate beyond the limits, or None if every coordinate is within them
-    (or fewer than two draws were seen)."""
+    (or fewer than two draws were seen). ``spread_range``: the accepted ratios of sds (a
+    lower end of 0 accepts any narrowing)."""
     if state.count < 2:
         return None
     offsets = np.abs(state.mean)
@@ -78,8 +80,10 @@ def disagreement(state: MomentsState, mean_limit=MEAN_LIMIT, spread_limit=SPREAD
     if not offsets[worst] <= mean_limit:  # NaN fails too
         return Disagreement(worst, "mean", float(state.mean[worst]), state.count)
     spread = np.sqrt(state.squares / (state.count - 1))
-    log_ratio = np.abs(np.log(np.maximum(spread, 1e-300)))
-    worst = int(np.argmax(log_ratio))
-    if log_ratio[worst] > np.log(spread_limit):
+    low, high = spread_range
+    excess = np.maximum(np.log(np.maximum(spread, 1e-300) / high),
+                        np.log(low / np.maximum(spread, 1e-300)) if low > 0 else -np.inf)
+    worst = int(np.argmax(excess))
+    if excess[worst] > 0:
         return Disagreement(worst, "spread", float(spread[worst]), state.count)
     return None

@@ -76,3 +76,20 @@ def test_rho_search_weighs_jumps_by_cost_and_ignores_untried_candidates():
     search = rho_search_update(search, 1, 1.0, 1.0, 0.0)
     assert rho_search_best(search) == 1
     assert rho_search_best(rho_search_update(rho_search_init(), 2, 0.0, 0.0, 0.0)) == 2
+
+
+def test_rho_search_passes_over_candidates_accepted_rarely():
+    search = rho_search_init()
+    # candidate 0: one long jump in ten steps (the independence sampler in many dimensions)
+    search = rho_search_update(search, 0, 1.0, 2000.0, 0.0)
+    for _ in range(9):
+        search = rho_search_update(search, 0, 0.0, 2000.0, 0.0)
+    # candidate 1: short jumps, accepted half the time
+    for _ in range(10):
+        search = rho_search_update(search, 1, 0.5, 20.0, 0.0)
+    assert search.jumps[0] > search.jumps[1]
+    assert rho_search_best(search) == 1
+    # when no candidate reaches the rate, the squared jump decides again
+    rare = rho_search_update(rho_search_init(), 0, 0.1, 2000.0, 0.0)
+    rare = rho_search_update(rare, 1, 0.1, 20.0, 0.0)
+    assert rho_search_best(rare) == 0

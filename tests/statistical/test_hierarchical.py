@@ -1,0 +1,59 @@
+"""TunaMH at its defaults on a hierarchical zoo model, against NUTS's stored reference.
+
+``intercepts_logistic_G100_centred`` (``tests/zoo_hierarchical.py``): 100 groups of very
+unequal sizes (5 empty, 10 with fewer than 10 rows) on 10^5 rows, 106 parameters. Every
+scalar, the 100 group effects included, is held to the exact samplers' tolerance: its mean
+within ``Z`` combined Monte Carlo standard errors of NUTS's (``Z`` = 4, or the two-sided
+Bonferroni quantile for a family-wise error of 0.001 over the scalars if larger: 4.4 for
+106), its sd within 10% of NUTS's plus ``Z`` standard errors of the sd.
+
+Marked ``slow`` (about 30 s: the setup, then 2 x 6000 steps).
+"""
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import stats
+
+import pymc_minibatch as pmm
+from tests.mcse import ess, mcse_mean, mcse_sd
+from tests.zoo import scalar_draws
+from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference
+
+MODEL = "intercepts_logistic_G100_centred"
+FAMILY_ERROR = 0.001
+
+
+def _z_limit(n_scalars):
+    return max(4.0, float(stats.norm.isf(FAMILY_ERROR / (2 * n_scalars))))
+
+
+@pytest.mark.slow
+def test_tunamh_defaults_are_exact_on_a_varying_intercept_model():
+    model = HIERARCHICAL_ZOO[MODEL].build()
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence chatter; judged below
+        step = pmm.TunaMH()
+        idata = pm.sample(step=step, draws=5000, tune=1000, chains=2, cores=1, random_seed=7,
+                          progressbar=False, compute_convergence_checks=False)  # fmt: skip
+    assert step.bounds.n_groups == 100  # a metric per group, rows drawn within groups
+    reference = hierarchical_reference(MODEL)
+    draws = scalar_draws(idata)
+    z_limit = _z_limit(len(reference))
+    mean_errors, sd_errors = {}, {}
+    for label, ref in reference.items():
+        values = draws[label]
+        mean_errors[label] = abs(values.mean() - ref["mean"]) / np.hypot(
+            mcse_mean(values), ref["mcse_mean"]
+        )
+        excess = max(abs(values.std() - ref["sd"]) - 0.1 * ref["sd"], 0.0)
+        sd_errors[label] = excess / np.hypot(mcse_sd(values), ref["mcse_sd"])
+    # a chain that barely moves would pass on its large standard errors: with 100 effective
+    # draws or more, the mean's window is at most 0.44 posterior sd (seed 7: 193)
+    assert min(ess(draws[label]) for label in reference) >= 100
+    worst_mean = max(mean_errors, key=mean_errors.get)
+    worst_sd = max(sd_errors, key=sd_errors.get)
+    assert mean_errors[worst_mean] < z_limit, (worst_mean, mean_errors[worst_mean])
+    assert sd_errors[worst_sd] < z_limit, (worst_sd, sd_errors[worst_sd])
