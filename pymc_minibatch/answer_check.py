@@ -68,7 +68,7 @@ class LaplaceCheck:
     >>> from pymc_minibatch.answer_check import LaplaceCheck
     >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
-    ...     pm.Normal("y", mu, 1.0, observed=np.random.default_rng(0).normal(size=1000))
+    ...     y = pm.Normal("y", mu, 1.0, observed=np.random.default_rng(0).normal(size=1000))
     >>> fit = pmm.MinibatchModel(model).laplace()
     >>> check = LaplaceCheck(fit, ["mu"], "MySampler", "Fix it.")
     >>> far = fit.mode + 10 * np.sqrt(fit.covariance_diagonal()) + np.zeros((50, 1))

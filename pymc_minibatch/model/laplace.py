@@ -12,7 +12,11 @@ computed on all rows, once per :class:`MinibatchModel`:
    search on the log posterior (one pass per trial), damped (``P + lambda I``) where the
    Hessian is not negative definite;
 3. the precision ``P``, minus the Hessian at the mode, factorised as ``P = R R^T``
-   (:mod:`pymc_minibatch.kernels.arrowhead`): the preconditioner ``theta = L z``, ``L = R^-T``.
+   (:mod:`pymc_minibatch.kernels.arrowhead`): the preconditioner ``theta = L z``, ``L = R^-T``;
+4. without groups, a check of ``P`` at the posterior's scale: a secant of the gradient along
+   a random direction, one Laplace sd each way (two passes). A likelihood with kinks (Laplace
+   rows) has a zero Hessian almost everywhere, so the exact ``P`` is the prior's; there the
+   secants along every axis of ``L`` replace it (see :func:`_secant_curvature`).
 
 **A mode, or a warning.** The search has found a mode when Newton's decrement ``g^T P^-1 g``
 is below ``DECREMENT_TOLERANCE`` with ``P`` positive definite. Where it has not (a saddle, a
@@ -51,6 +55,13 @@ from pymc_minibatch.model.structure import ParameterStructure, all_shared
 #: Newton's decrement ``g^T P^-1 g`` (twice the log-density still to gain, to second order)
 #: below which a point with a positive definite ``P`` is the mode.
 DECREMENT_TOLERANCE = 1e-9
+#: Largest factor between the curvature along a random direction measured by a secant at
+#: one Laplace sd and the exact one, beyond which the secants replace it.
+SECANT_RATIO = 3.0
+#: Rounds of secant curvature at most (each at the scale the previous one gave).
+SECANT_ROUNDS = 4
+#: Seed of the secants' random directions.
+SECANT_SEED = 20261203
 #: Newton iterations per start.
 MAX_ITERATIONS = 60
 #: Iterations on the local coordinates alone before the joint ones, and their tolerance
@@ -80,7 +91,7 @@ class LaplaceFitWarning(UserWarning):
     >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu", 0, 10)
     ...     free = pm.Flat("free")
-    ...     pm.Normal("y", mu, 1.0, observed=np.zeros(100))
+    ...     y = pm.Normal("y", mu, 1.0, observed=np.zeros(100))
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
     ...     fit = pmm.MinibatchModel(model).laplace()
@@ -201,10 +212,13 @@ def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
             stacklevel=3,
         )
     factor, repaired = _factor(best.precision)
+    precision = best.precision
+    if not structure.local.size:  # a dense Hessian: check it at the posterior's scale
+        precision, factor = _secant_curvature(mm, best.theta, precision, factor)
     return LaplaceFit(
         mode=best.theta,
         preconditioner=factor,
-        precision=best.precision,
+        precision=precision,
         structure=structure,
         repaired=repaired,
         is_mode=best.converged,
@@ -301,6 +315,38 @@ def _iterate(minibatch_model, theta, curvature, structure, local_only):
         if not _finite(curvature):
             return stop("a point where the gradient is not finite")
     return stop(f"no convergence in {iterations} Newton iterations")
+
+
+def _secant_curvature(minibatch_model, mode, precision, factor):
+    """The curvature at the scale of the posterior, where the exact Hessian misses it.
+
+    A likelihood with a kink (Laplace rows, ``|y - mu|``) has a Hessian that is zero almost
+    everywhere: the exact curvature at the mode is the prior's alone, and the Laplace sds
+    come out as the prior's, many times the posterior's. Secants of the full-data gradient
+    see the kinks: along a random direction ``u`` of ``z``, ``-u' L' (g(mode + L u) -
+    g(mode - L u)) / (2 |u|^2)`` is 1 for a Gaussian posterior and close to it for a smooth
+    one. Where it is off by more than ``SECANT_RATIO``, the curvature is replaced by the
+    secants of the gradient along each column of ``L`` (``2 d`` passes), symmetrised, and
+    measured again at the new scale, up to ``SECANT_ROUNDS`` times."""
+    mm = minibatch_model
+    rng = np.random.default_rng(SECANT_SEED)  # the caller's stream is left as it was
+    for _ in range(SECANT_ROUNDS):
+        direction = rng.standard_normal(mode.size)
+        step = factor.to_theta(direction)
+        change = mm.logp_and_grad(mode + step)[1] - mm.logp_and_grad(mode - step)[1]
+        ratio = -float(step @ change) / (2.0 * float(direction @ direction))
+        if 1.0 / SECANT_RATIO <= ratio <= SECANT_RATIO or not np.isfinite(ratio):
+            break
+        columns = factor.to_theta(np.eye(mode.size))  # row j: L e_j
+        secants = np.array([
+            mm.logp_and_grad(mode + column)[1] - mm.logp_and_grad(mode - column)[1]
+            for column in columns
+        ])  # row j: 2 H L e_j, to first order
+        hessian = np.linalg.solve(columns, secants) / 2.0  # secants = 2 L^T H
+        dense = -0.5 * (hessian + hessian.T)
+        precision = ArrowheadMatrix.from_dense(dense, precision.shared, precision.local)
+        factor, _ = _factor(precision)
+    return precision, factor
 
 
 def _factor(precision):

@@ -4,6 +4,7 @@ when no mode is found."""
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import stats
 
 import pymc_minibatch as pmm
 from pymc_minibatch.kernels.arrowhead import ArrowheadMatrix
@@ -112,3 +113,24 @@ def test_draws_have_the_laplace_covariance():
     posterior_sd = 1 / np.sqrt(1000 / 4 + 1 / 100)
     assert abs(draws.std() / posterior_sd - 1) < 0.03
     assert abs(draws.mean() - fit.mode[0]) < 4 * posterior_sd / np.sqrt(20_000)
+
+
+def test_a_kinked_likelihood_gets_its_curvature_from_secants():
+    """Laplace rows have a zero second derivative almost everywhere: the exact Hessian at
+    the mode is the prior's alone (sd 5). The secants at the posterior's scale give the
+    posterior's sd, here within 20% of a grid integral's."""
+    y = np.random.default_rng(42).laplace(0.7, 1.0, size=1000)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        pm.Laplace("y", mu, 1.0, observed=y)
+    fit = pmm.MinibatchModel(model).laplace(rng=np.random.default_rng(0))
+    grid = np.linspace(0.3, 1.1, 8001)
+    log_post = (stats.norm.logpdf(grid, 0, 5)
+                + stats.laplace.logpdf(y[None, :], grid[:, None]).sum(1))  # fmt: skip
+    weights = np.exp(log_post - log_post.max())
+    weights /= weights.sum()
+    mean = weights @ grid
+    sd = np.sqrt(weights @ (grid - mean) ** 2)
+    laplace_sd = float(np.sqrt(fit.covariance_diagonal()[0]))
+    assert 0.8 < laplace_sd / sd < 1.2, (laplace_sd, sd)
+    assert abs(fit.mode[0] - mean) < 0.5 * sd

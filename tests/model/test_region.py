@@ -7,9 +7,10 @@ import pymc as pm
 import pytest
 
 import pymc_minibatch as pmm
-from pymc_minibatch.bounds import Bounds, metric
+from pymc_minibatch.bounds import Bounds
 from pymc_minibatch.kernels.tfmh import tfmh_step
 from pymc_minibatch.kernels.tuna import single_group, tuna_step
+from pymc_minibatch.model.expansions import default_group_radius
 from pymc_minibatch.model.region import default_radius
 
 RNG = np.random.default_rng(31)
@@ -129,8 +130,14 @@ def test_bounds_hold_for_every_row_inside_the_region(build, order):
         step = pmm.TunaMH(control_variates=order)
     bounds, residuals = step.bounds, step.residuals
     assert bounds.order == order
-    assert bounds.region_radius == pytest.approx(default_radius(step.minibatch_model.ndim))
+    structure = step.minibatch_model.structure()
+    # with groups, the region bounds each group's coordinates with the shared ones
+    expected = (default_group_radius(structure) if structure.local.size
+                else default_radius(step.minibatch_model.ndim))  # fmt: skip
+    assert bounds.region_radius == pytest.approx(expected)
     rows = np.arange(N)
+    # each row's metric: its group's (the last entry: rows in no group)
+    row_metric = 0 if bounds.groups is None else np.where(bounds.groups >= 0, bounds.groups, -1)
     rng = np.random.default_rng(0)
     largest = 0.0
     for fraction in (0.1, 0.5, 1.0):
@@ -139,7 +146,8 @@ def test_bounds_hold_for_every_row_inside_the_region(build, order):
                                          rng) for _ in range(2))  # fmt: skip
             assert bounds.inside_region(theta) and bounds.inside_region(theta2)
             current, proposed = residuals.row_pair(theta, theta2, rows)
-            ratio = np.abs(proposed - current) / (bounds.c * metric(bounds, theta, theta2))
+            m = bounds.metrics(theta, theta2)[row_metric]
+            ratio = np.abs(proposed - current) / (bounds.c * m)
             largest = max(largest, float(np.nanmax(ratio)))
     assert largest <= 1.0 + 1e-9
     assert largest > 1e-3  # the residuals are not trivially zero
