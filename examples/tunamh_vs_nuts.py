@@ -71,8 +71,8 @@ print(f"{N_ROWS:,} rows, {n_features} covariates + intercept, {y.mean():.1%} one
 # ## Sampling with TunaMH
 #
 # `pmm.TunaMH()` with no arguments derives everything from the model when the step is built:
-# the posterior mode and the Laplace approximation around it (L-BFGS and finite differences
-# on the full data), and second-order Taylor *control variates*: each row's log-likelihood
+# the posterior mode and the Laplace approximation around it (Newton steps with the exact
+# Hessian on the full data), and second-order Taylor *control variates*: each row's log-likelihood
 # minus its quadratic expansion at the mode. The expansions add up to a quadratic computed
 # once; a step only reads rows to account for the small residuals, with a per-row bound on
 # how much a residual can change between two parameter values (in closed form for a

@@ -133,11 +133,11 @@ for number, seconds in enumerate(adapter.pass_seconds, start=1):
     print(f"  pass {number:2d}: {seconds:5.2f} s")
 
 # %% [markdown]
-# The passes are: the mode search (L-BFGS, one pass per iteration), the curvature at the
-# mode (finite differences of the gradient, two passes per parameter), and one pass that
-# computes every row's bound and the sums of the rows' quadratic expansions (the control
-# variates) together. Only the bounds stay in memory: one float32 per row (each rounded up,
-# so still a bound).
+# The passes are: the mode search (Newton steps: one pass for each exact Hessian, with the
+# gradient, and one per line-search trial), a check of the curvature by a secant (two
+# passes), and one pass that computes every row's bound and the sums of the rows' quadratic
+# expansions (the control variates) together. Only the bounds stay in memory: one float32
+# per row (each rounded up, so still a bound).
 #
 # ## Sampling
 #

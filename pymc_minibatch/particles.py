@@ -202,11 +202,10 @@ def sample_particles(
         squares (decay 0.9, as in Liu & Wang's SVGD code).
     precondition : bool, default True
         Run in ``z`` with ``theta = L z``, where ``L`` whitens the curvature of the log
-        posterior at the mode (dense Cholesky factor up to 100 parameters, diagonal beyond;
-        see :mod:`pymc_minibatch.kernels.preconditioning`). The isotropic kernel then
-        suits correlated posteriors and one step size suits every model. The mode is found
-        by L-BFGS on the full data from the model's initial point and the curvature by
-        finite differences of full-data gradients there (see
+        posterior at the mode (the Cholesky factor of the exact full-data curvature, block
+        arrowhead in a hierarchical model). The isotropic kernel then suits correlated
+        posteriors and one step size suits every model. The mode is found by Newton's
+        method with the exact full-data Hessian from the model's initial point (see
         :meth:`MinibatchModel.laplace`).
     control_variates : {"auto", True, False}, default "auto"
         Estimate the gradients as ``g_S(theta) - g_S(theta_hat) + grad log p(theta_hat)``
