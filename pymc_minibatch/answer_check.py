@@ -116,9 +116,13 @@ class LaplaceCheck:
         return self.message(self._worst(state), what)
 
     def _worst(self, moments):
+        """The coordinate beyond the limits, or None."""
         return laplace_check.disagreement(moments, spread_range=self.spread_range)
 
     def message(self, found, what):
+        """The warning's text for ``found`` (a
+        :class:`~pymc_minibatch.kernels.laplace_check.Disagreement`, or None: no text), the
+        draws described by ``what``."""
         if found is None:
             return None
         name = self.names[found.coordinate]
