@@ -110,7 +110,7 @@ def run_cell(sampler, model_name, random_seed=1):
     """Run ``sampler`` (a name in ``SAMPLERS``) on zoo model ``model_name``; return a Cell."""
     started = time.perf_counter()
     model = ZOO[model_name].build()
-    checks = _CheckMessages()
+    checks = CheckMessages()
     logger = logging.getLogger("pymc")
     logger.addHandler(checks)
     try:
@@ -133,7 +133,7 @@ def run_cell(sampler, model_name, random_seed=1):
     return cell
 
 
-class _CheckMessages(logging.Handler):
+class CheckMessages(logging.Handler):
     """The answer check's messages that ``pm.sample`` logs."""
 
     def __init__(self):

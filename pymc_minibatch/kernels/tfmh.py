@@ -17,7 +17,13 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels.random_walk import log_accept_to_prob
-from pymc_minibatch.kernels.tuna import RowBounds, full_data_mh, whole_groups
+from pymc_minibatch.kernels.tuna import (
+    RowBounds,
+    draw_counts,
+    evaluate_rows,
+    full_data_mh,
+    whole_groups,
+)
 
 
 class TFMHInfo(NamedTuple):
@@ -59,23 +65,17 @@ def tfmh_step(
         accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, full_loglik_diff)
         return TFMHInfo(accept, accepted, n_data, lam, nonfinite, np.nan)
     whole = np.union1d(bounds.always_whole, whole_groups(rates, bounds))
-    if bounds.group_rows is None:
-        counts = np.array([rng.poisson(lam)])
-    else:
-        counts = rng.poisson(np.where(np.isin(np.arange(rates.size), whole), 0.0, rates))
+    counts = draw_counts(rng, rates, lam, whole, bounds)
     exact_accept = log_accept_to_prob(exact_log_ratio)
     if counts.sum() == 0 and whole.size == 0:
         return TFMHInfo(exact_accept, bool(rng.uniform() < exact_accept), 0, lam, False, 0.0)
-    idx, groups = bounds.sample(rng, counts)
-    exact_idx = bounds.group_rows(whole)[0] if whole.size else np.empty(0, dtype=np.intp)
-    loglik_current, loglik_proposal = loglik_pair(np.concatenate([idx, exact_idx]))
-    delta_all = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
-    evaluated = delta_all.size
-    if not np.all(np.isfinite(delta_all)):
+    idx, groups, delta, whole_delta, evaluated = evaluate_rows(
+        rng, bounds, loglik_pair, counts, whole
+    )
+    if delta is None:
         return TFMHInfo(0.0, False, evaluated, lam, True, np.nan)
-    delta = delta_all[: idx.size]
     # the rows evaluated whole are one more exact factor
-    exact_accept *= log_accept_to_prob(-float(np.sum(delta_all[idx.size :])))
+    exact_accept *= log_accept_to_prob(-whole_delta)
     c_m = bounds.c[idx].astype(np.float64) * metrics[groups]
     bound_ratio = float(np.max(np.abs(delta) / c_m)) if idx.size else 0.0
     reject_prob = np.clip(delta / c_m, 0.0, 1.0)

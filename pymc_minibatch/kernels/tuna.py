@@ -110,6 +110,29 @@ def whole_groups(rates, bounds: RowBounds) -> np.ndarray:
     return np.flatnonzero((rates >= bounds.group_sizes) & (bounds.group_sizes > 0))
 
 
+def draw_counts(rng, rates, lam, whole, bounds: RowBounds) -> np.ndarray:
+    """Rows to draw from each group: ``Poisson(lambda_g)``, none from the groups ``whole``
+    (``Poisson(lambda)`` in one group)."""
+    if bounds.group_rows is None:
+        return np.array([rng.poisson(lam)])
+    return rng.poisson(np.where(np.isin(np.arange(rates.size), whole), 0.0, rates))
+
+
+def evaluate_rows(rng, bounds: RowBounds, loglik_pair, counts, whole):
+    """Draw ``counts[g]`` rows of each group and evaluate them with every row of the groups
+    ``whole``: ``(idx, groups, delta, whole_delta, evaluated)``, ``delta`` the drawn rows'
+    ``U_i(theta') - U_i(theta)`` and ``whole_delta`` the sum of it over the whole groups'
+    rows; ``delta`` is None when a log-likelihood is not finite."""
+    idx, groups = bounds.sample(rng, counts)
+    exact_idx = bounds.group_rows(whole)[0] if whole.size else np.empty(0, dtype=np.intp)
+    loglik_current, loglik_proposal = loglik_pair(np.concatenate([idx, exact_idx]))
+    delta_all = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
+    if not np.all(np.isfinite(delta_all)):
+        return idx, groups, None, np.nan, delta_all.size
+    whole_delta = float(np.sum(delta_all[idx.size :]))
+    return idx, groups, delta_all[: idx.size], whole_delta, delta_all.size
+
+
 def tuna_log_ratio(
     rng: np.random.Generator,
     metrics,
@@ -130,14 +153,12 @@ def tuna_log_ratio(
     whole = np.asarray(whole, dtype=np.intp)
     if counts.sum() == 0 and whole.size == 0:
         return 0.0, 0, 0.0, True, 0
-    idx, groups = bounds.sample(rng, counts)
-    exact_idx = bounds.group_rows(whole)[0] if whole.size else np.empty(0, dtype=np.intp)
-    loglik_current, loglik_proposal = loglik_pair(np.concatenate([idx, exact_idx]))
-    delta_all = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
-    evaluated = delta_all.size
-    if not np.all(np.isfinite(delta_all)):
+    idx, groups, delta, whole_delta, evaluated = evaluate_rows(
+        rng, bounds, loglik_pair, counts, whole
+    )
+    if delta is None:
         return -np.inf, 0, np.nan, False, evaluated
-    delta, exact = delta_all[: idx.size], -float(np.sum(delta_all[idx.size :]))
+    exact = -whole_delta
     if idx.size == 0:
         return exact, 0, 0.0, True, evaluated
     m = np.asarray(metrics, dtype=np.float64)[groups]
@@ -188,10 +209,7 @@ def tuna_step(
         accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, full_loglik_diff)
         return TunaInfo(accept, accepted, n_data, n_data, lam, True, nonfinite, np.nan)
     whole = np.union1d(bounds.always_whole, whole_groups(rates, bounds))
-    if bounds.group_rows is None:
-        counts = np.array([rng.poisson(lam)])
-    else:
-        counts = rng.poisson(np.where(np.isin(np.arange(rates.size), whole), 0.0, rates))
+    counts = draw_counts(rng, rates, lam, whole, bounds)
     log_lik_ratio, kept, bound_ratio, finite, evaluated = tuna_log_ratio(
         rng, metrics, chi, bounds, loglik_pair, counts, whole
     )
