@@ -313,11 +313,7 @@ def sample_particles(
     laplace = isinstance(init, str) and init == "laplace"
     use_control_variates = cv.use_control_variates(control_variates, batch_size, n_data)
     started = time.perf_counter()
-    fit = (
-        minibatch_model.laplace(rng=rng)
-        if (precondition or laplace or use_control_variates)
-        else None
-    )
+    fit = minibatch_model.laplace() if (precondition or laplace or use_control_variates) else None
     thetas = (
         fit.draw(rng, n_particles)
         if laplace

@@ -670,7 +670,8 @@ class MinibatchModel:
         The mode by Newton's method with the exact full-data Hessian from the initial point,
         and that Hessian there, factorised (block by block in hierarchical models); see
         :mod:`pymc_minibatch.model.laplace`. ``rng`` jitters the starts of the searches tried
-        again when the first does not end at a mode.
+        again when the first does not end at a mode (default: a fixed seed, so that the fit
+        is a function of the model).
 
         Examples
         --------

@@ -62,6 +62,10 @@ SECANT_RATIO = 3.0
 SECANT_ROUNDS = 4
 #: Seed of the secants' random directions.
 SECANT_SEED = 20261203
+#: Seed of the retries' jitter when no generator is given: the fit is then a function of the
+#: model alone, so draws under ``pm.sample(random_seed=...)`` repeat (steps are built, and
+#: fit, before PyMC seeds them).
+RETRY_SEED = 20261204
 #: Newton iterations per start.
 MAX_ITERATIONS = 60
 #: Iterations on the local coordinates alone before the joint ones, and their tolerance
@@ -158,7 +162,7 @@ def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
     start : ndarray, optional
         Where the first search starts (default: the model's initial point).
     rng : numpy.random.Generator, optional
-        Jitters the starts of the retries.
+        Jitters the starts of the retries (default: one seeded with ``RETRY_SEED``).
     structure : ParameterStructure, optional
         Default: :meth:`MinibatchModel.structure`.
 
@@ -179,7 +183,7 @@ def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
     """
     mm = minibatch_model
     started, passes_before = time.perf_counter(), mm.full_data_passes
-    rng = np.random.default_rng() if rng is None else rng
+    rng = np.random.default_rng(RETRY_SEED) if rng is None else rng
     structure = mm.structure() if structure is None else structure
     initial = mm.initial_theta() if start is None else np.asarray(start, dtype=np.float64)
     searches = []

@@ -172,7 +172,7 @@ class MetropolisStep(MinibatchStep):
             if proposal_cov != "laplace":
                 raise ValueError(f"proposal_cov must be 'laplace', None or an array, got "
                                  f"{proposal_cov!r}")  # fmt: skip
-            self.laplace = self.minibatch_model.laplace(rng=self.rng)
+            self.laplace = self.minibatch_model.laplace()
             self.proposal_chol = self.laplace.preconditioner  # L, with L z ~ N(0, covariance)
             default_scale = 2.38 / np.sqrt(ndim)
         else:

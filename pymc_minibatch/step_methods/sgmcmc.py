@@ -137,7 +137,7 @@ class SGMCMC(MinibatchStep):
         self.precondition = step_size is None if precondition is None else bool(precondition)
         self.control_variates = use_control_variates(control_variates, self.batch_size, mm.n_data)
         need_laplace = self.precondition or self.control_variates
-        self.laplace = mm.laplace(rng=self.rng) if need_laplace else None
+        self.laplace = mm.laplace() if need_laplace else None
         self.answer_check = self._answer_check()
         self.preconditioner = (
             self.laplace.preconditioner if self.precondition else identity_preconditioner(mm.ndim)

@@ -92,6 +92,21 @@ def test_a_posterior_without_mode_is_reported():
     assert not fit.is_mode and fit.repaired and fit.starts == 4
 
 
+def test_the_retries_repeat_without_a_generator():
+    """Steps fit the Laplace approximation when they are built, before ``pm.sample`` seeds
+    them: the jittered retries must not depend on an unseeded stream, or the same
+    ``random_seed`` gives other draws."""
+    rng = np.random.default_rng(2)
+    with pm.Model() as model:
+        pm.Flat("unseen")
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y", mu, 1.0, observed=rng.normal(size=100))
+    with pytest.warns(LaplaceFitWarning, match="no mode"):
+        first, second = (pmm.MinibatchModel(model).laplace() for _ in range(2))
+    assert first.starts == 4
+    np.testing.assert_array_equal(first.mode, second.mode)
+
+
 def test_a_start_outside_the_support_is_refused_with_a_reason():
     with pm.Model() as model:
         mu = pm.Normal("mu", 0, 1)
