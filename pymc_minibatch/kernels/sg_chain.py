@@ -9,9 +9,9 @@ estimate (plain or with control variates).
 - :func:`start_chain`: the state at a chain's start.
 - :func:`gradient_noise`: the estimate's noise variance per coordinate of ``z`` (it sets the
   default step sizes).
-- :func:`run`: ``n`` updates (next batch of the epoch, one Euler step, resampling when due,
-  divergence check), stopping at the first divergence; its :class:`SGInfo` holds every
-  statistic of the last update.
+- :func:`run`: ``n`` updates (next batch of the epoch, or a stratified batch; one Euler step,
+  resampling when due, divergence check), stopping at the first divergence; its
+  :class:`SGInfo` holds every statistic of the last update.
 - :func:`find_divergence`: a non-finite value, or a chain that ran away from its anchor.
 """
 
@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pymc_minibatch.kernels import strata as stratified
 from pymc_minibatch.kernels.batches import next_epoch_batch
 from pymc_minibatch.kernels.sgmgt import (
     SGMGTConfig,
@@ -51,6 +52,9 @@ class SGSettings(NamedTuple):
     batch_size: int
     momentum_resample_every: int | None = None
     thermostat_resample_every: int | None = None
+    strata: stratified.Strata | None = None
+    """Batches stratified by group (:mod:`pymc_minibatch.kernels.strata`; the estimate
+    weighs their rows), else ``batch_size`` rows of an epoch."""
 
 
 class Divergence(NamedTuple):
@@ -116,10 +120,13 @@ def run(rng, state: SGState, estimate: Estimate, settings: SGSettings, n_updates
 def _update(rng, state, estimate, settings):
     """One update: ``(state, values of the update, momentum acceptance rates)``."""
     to_theta, to_z = state.preconditioner.to_theta, state.preconditioner.gradient_to_z
-    rows, permutation, cursor = next_epoch_batch(
-        rng, settings.n_data, settings.batch_size, state.permutation, state.cursor
-    )
-    state = state._replace(permutation=permutation, cursor=cursor)
+    if settings.strata is None:
+        rows, permutation, cursor = next_epoch_batch(
+            rng, settings.n_data, settings.batch_size, state.permutation, state.cursor
+        )
+        state = state._replace(permutation=permutation, cursor=cursor)
+    else:
+        rows = stratified.draw(rng, settings.strata)
     update = {"step_size": float(settings.schedule(state.updates))}
 
     def gradient_in_z(z):
@@ -195,20 +202,27 @@ def largest_move(state: SGState):
     return index, float(moves[index])
 
 
-def gradient_noise(rng, estimate: Estimate, preconditioner, points, n_data, batch_size):
+def gradient_noise(rng, estimate: Estimate, preconditioner, points, n_data, batch_size,
+                   strata=None):  # fmt: skip
     """The estimate's noise variance per coordinate of ``z``, largest over coordinates.
 
     At each of ``points`` (rows of ``theta``), ``NOISE_BATCHES`` batches of ``batch_size``
-    distinct rows give gradient estimates; their sample variance in ``z`` is averaged over
-    the points. Points where an estimate is not finite are skipped; returns NaN if none is
-    left. With plain minibatch gradients in whitened coordinates this is about
-    ``N / batch_size - 1``; with control variates it is O(1) or smaller.
+    distinct rows (or stratified batches, with ``strata``) give gradient estimates; their
+    sample variance in ``z`` is averaged over the points. Points where an estimate is not
+    finite are skipped; returns NaN if none is left. With plain minibatch gradients in
+    whitened coordinates this is about ``N / batch_size - 1``; with control variates it is
+    O(1) or smaller.
     """
     variances = []
     for theta in points:
         values, grads = [], []
         for _ in range(NOISE_BATCHES):
-            value, grad = estimate(theta, rng.choice(n_data, size=batch_size, replace=False))
+            rows = (
+                rng.choice(n_data, size=batch_size, replace=False)
+                if strata is None
+                else stratified.draw(rng, strata)
+            )
+            value, grad = estimate(theta, rows)
             values.append(value)
             grads.append(preconditioner.gradient_to_z(grad))
         if np.all(np.isfinite(values)) and np.all(np.isfinite(grads)):

@@ -344,12 +344,13 @@ class MinibatchModel:
         theta, direction = self._as_theta(theta), self._as_theta(direction)
         return self._call("directional_grad_loglik", theta, direction, *self._rows.gather(idx))
 
-    def grad_estimate(self, theta, idx):
+    def grad_estimate(self, theta, idx, weights=None):
         """Unbiased minibatch estimate of the log posterior and its gradient.
 
         ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx))`` and its gradient:
         unbiased for the full log posterior when ``idx`` is drawn uniformly (with or
-        without replacement).
+        without replacement). ``weights`` (one per row of ``idx``) replace ``N / len(idx)``
+        for batches drawn otherwise (stratified: :mod:`pymc_minibatch.kernels.strata`).
 
         Examples
         --------
@@ -361,13 +362,13 @@ class MinibatchModel:
         idx = np.asarray(idx)
         if idx.size == 0:
             raise ValueError("grad_estimate needs at least one row index")
-        scale = np.asarray(self.n_data / idx.size, dtype=np.float64)
         value, grad = self._call(
-            "grad_estimate", self._as_theta(theta), scale, *self._rows.gather(idx)
-        )
+            "grad_estimate", self._as_theta(theta), self._row_weights(idx, weights),
+            *self._rows.gather(idx),
+        )  # fmt: skip
         return float(value), grad
 
-    def grad_estimate_difference(self, theta, centre, idx):
+    def grad_estimate_difference(self, theta, centre, idx, weights=None):
         """:meth:`grad_estimate` at ``theta`` minus its likelihood part at ``centre``.
 
         ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx) - loglik(centre, idx))``
@@ -387,15 +388,25 @@ class MinibatchModel:
         idx = np.asarray(idx)
         if idx.size == 0:
             raise ValueError("grad_estimate_difference needs at least one row index")
-        scale = np.asarray(self.n_data / idx.size, dtype=np.float64)
         value, grad = self._call(
             "grad_estimate_difference",
             self._as_theta(theta),
             self._as_theta(centre),
-            scale,
+            self._row_weights(idx, weights),
             *self._rows.gather(idx),
         )
         return float(value), grad
+
+    def _row_weights(self, idx, weights):
+        """Each row's weight in an estimate of a sum over all rows (``N / len(idx)`` by
+        default), checked against ``idx``."""
+        if weights is None:
+            return np.full(idx.size, self.n_data / idx.size)
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != idx.shape:
+            raise ValueError(f"weights must have the shape of the rows {idx.shape}, got "
+                             f"{weights.shape}")  # fmt: skip
+        return weights
 
     def grad_estimate_particles(self, thetas, idx):
         """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
@@ -426,11 +437,11 @@ class MinibatchModel:
             # gathered row (AdvancedIncSubtensor1 runtime-broadcasting check): the row twice
             # at half the scale is the same estimate
             idx = np.repeat(idx, 2)
-        scale = np.asarray(self.n_data / idx.size, dtype=np.float64)
+        weights = self._row_weights(idx, None)
         values, grads = self._call(
             "grad_estimate_particles",
             np.ascontiguousarray(thetas),
-            scale,
+            weights,
             *self._rows.gather(idx),
         )
         return values, grads
@@ -784,20 +795,20 @@ class MinibatchModel:
             (jvp,) = clone_replace([jvp], replace={weights: pt.ones_like(ll)})
             inputs, outputs = [theta, direction, *rows], jvp
         elif name in ("grad_estimate", "grad_estimate_particles"):
-            scale = pt.scalar("scale", dtype="float64")
-            value = self._logprior + scale * ll.sum()
-            inputs, outputs = [theta, scale, *rows], [value, pytensor.grad(value, theta)]
+            weights = pt.vector("weights", dtype="float64")
+            value = self._logprior + (weights * ll).sum()
+            inputs, outputs = [theta, weights, *rows], [value, pytensor.grad(value, theta)]
             if name == "grad_estimate_particles":
                 inputs, outputs = _vectorised_over_theta(inputs, outputs, self.model.check_bounds)
         elif name == "grad_estimate_difference":
-            scale = pt.scalar("scale", dtype="float64")
+            weights = pt.vector("weights", dtype="float64")
             centre = theta.type("centre")
             (ll_centre,) = clone_replace([ll], replace={theta: centre})
-            value = self._logprior + scale * (ll.sum() - ll_centre.sum())
-            grad = pytensor.grad(self._logprior + scale * ll.sum(), theta) - pytensor.grad(
-                scale * ll_centre.sum(), centre
+            value = self._logprior + (weights * (ll - ll_centre)).sum()
+            grad = pytensor.grad(self._logprior + (weights * ll).sum(), theta) - pytensor.grad(
+                (weights * ll_centre).sum(), centre
             )
-            inputs, outputs = [theta, centre, scale, *rows], [value, grad]
+            inputs, outputs = [theta, centre, weights, *rows], [value, grad]
         elif name == "logprior":
             inputs, outputs = [theta], self._logprior
         elif name == "logprior_and_grad":

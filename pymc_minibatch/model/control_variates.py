@@ -56,9 +56,12 @@ class ControlVariateGradients:
         self.centre_grad_loglik = grad - prior_grad
         """Its gradient, ``sum_i grad l_i(theta_hat)``."""
 
-    def __call__(self, theta, idx):
-        """``(log p estimate, gradient estimate)`` at ``theta`` from rows ``idx``."""
-        value, grad = self.minibatch_model.grad_estimate_difference(theta, self.centre, idx)
+    def __call__(self, theta, idx, weights=None):
+        """``(log p estimate, gradient estimate)`` at ``theta`` from rows ``idx`` (with
+        ``weights``: each row's weight, for batches not drawn uniformly)."""
+        value, grad = self.minibatch_model.grad_estimate_difference(
+            theta, self.centre, idx, weights
+        )
         return value + self.centre_loglik, grad + self.centre_grad_loglik
 
     def particles(self, thetas, idx):

@@ -6,6 +6,8 @@ gradient estimate, the preconditioner and the default step size, maps ``theta`` 
 kernel's ``z`` and back, and copies the kernel's statistics into ``sample_stats``.
 """
 
+import functools
+
 import numpy as np
 from pymc.blocking import RaveledVars
 from pymc.stats.convergence import SamplerWarning
@@ -21,6 +23,7 @@ from pymc_minibatch.kernels.preconditioning import identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sg_chain import SGSettings, gradient_noise, run, start_chain
 from pymc_minibatch.kernels.sgmgt import SGMGTConfig, SGState, validate_config
+from pymc_minibatch.kernels.strata import stratify as stratify_rows
 from pymc_minibatch.model.control_variates import ControlVariateGradients, use_control_variates
 from pymc_minibatch.step_methods.base import MinibatchStep, MinibatchStepState
 
@@ -44,6 +47,17 @@ class SGMCMC(MinibatchStep):
     of the rows each epoch; the ``N mod batch_size`` rows left over at the end of an epoch
     are skipped in that epoch) and estimates the gradient of the log posterior from them
     without bias.
+
+    **Stratified batches** (``stratify="auto"``, the default, in hierarchical models: rows
+    that touch one group's parameters each; see :meth:`MinibatchModel.structure`): every
+    update takes each group of at most ``m`` rows whole and draws ``m`` rows with
+    replacement from each larger group, weighted by ``n_g / m``, with ``m`` the largest
+    count that keeps a batch within ``batch_size`` rows (Zhao & Zhang 2014, "Accelerating
+    minibatch stochastic gradient descent using stratified sampling", arXiv:1405.3080;
+    :mod:`pymc_minibatch.kernels.strata`). A uniform batch holds no row of most small
+    groups, whose coordinates' gradient noise (about ``N / (B n_g)`` in preconditioned
+    units) then sets the step size of every coordinate; stratified, it is about ``1 / m``.
+    When ``batch_size`` is below the number of groups, batches are uniform.
 
     **Control variates** (``control_variates="auto"``, the default, is on unless every
     update uses all rows): the estimate is ``grad log p0(theta) + G + (N / B) sum_{i in
@@ -120,6 +134,7 @@ class SGMCMC(MinibatchStep):
         updates_per_draw=1,
         precondition=None,
         control_variates="auto",
+        stratify="auto",
         momentum_resample_every=None,
         thermostat_resample_every=None,
         model=None,
@@ -131,6 +146,8 @@ class SGMCMC(MinibatchStep):
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
         self.updates_per_draw = positive_int("updates_per_draw", updates_per_draw)
+        if not (isinstance(stratify, bool) or (isinstance(stratify, str) and stratify == "auto")):
+            raise ValueError(f"stratify must be 'auto', True or False, got {stratify!r}")
         validate_config(config)
         self.config = config
         given_schedule = None if step_size is None else as_schedule(step_size)
@@ -147,6 +164,11 @@ class SGMCMC(MinibatchStep):
             if self.control_variates
             else mm.grad_estimate
         )
+        self.strata = self._strata(stratify)
+        """The stratified batches' layout (:class:`~pymc_minibatch.kernels.strata.Strata`),
+        or None for uniform batches."""
+        if self.strata is not None:  # the layout's weights, fixed: the chain passes rows only
+            self.estimate = functools.partial(self.estimate, weights=self.strata.weights)
         self.noise_ratio = self._noise_ratio() if given_schedule is None else None
         """``r`` of the default step-size rule (``None`` when ``step_size`` is given)."""
         self.schedule = (
@@ -162,6 +184,7 @@ class SGMCMC(MinibatchStep):
             self.batch_size,
             _resample_period("momentum_resample_every", momentum_resample_every, initial_step),
             _resample_period("thermostat_resample_every", thermostat_resample_every, initial_step),
+            self.strata,
         )
 
     @property
@@ -176,6 +199,21 @@ class SGMCMC(MinibatchStep):
         """The default ``h`` given the noise ratio ``r`` (see the preset's docstring)."""
         raise NotImplementedError
 
+    def _strata(self, stratify):
+        if stratify is False:
+            return None
+        structure = self.minibatch_model.structure()
+        strata = None
+        if structure.n_groups:
+            strata = stratify_rows(structure.row_groups, self.batch_size)
+        if strata is None and stratify is True:
+            raise ValueError(
+                "stratify=True needs a hierarchical model (rows that touch the parameters "
+                "of one group each) and a batch_size of at least one row per non-empty "
+                f"group; this model has {structure.n_groups} groups"
+            )
+        return strata
+
     def _noise_ratio(self):
         plain = self.minibatch_model.n_data / self.batch_size - 1.0
         if not self.control_variates:
@@ -186,7 +224,7 @@ class SGMCMC(MinibatchStep):
         points = self.laplace.draw(rng, size=NOISE_POINTS)
         measured = gradient_noise(
             rng, self.estimate, self.preconditioner, points,
-            self.minibatch_model.n_data, self.batch_size,
+            self.minibatch_model.n_data, self.batch_size, self.strata,
         )  # fmt: skip
         return measured if np.isfinite(measured) else plain
 
@@ -296,7 +334,11 @@ _COMMON_PARAMETERS = """
     vars : list of variables, optional
         Continuous free variables to sample (default: all continuous ones).
     batch_size : int
-        Rows per gradient estimate.
+        Rows per gradient estimate (at most, with stratified batches).
+    stratify : {"auto", True, False}, default "auto"
+        Stratified batches, as described in :class:`SGMCMC`: ``"auto"`` in hierarchical
+        models when ``batch_size`` holds a row of each group; ``True`` refuses a model or
+        ``batch_size`` where they do not apply.
     step_size : float or schedule, optional
         ``h``, a positive number or a schedule from :mod:`pymc_minibatch.schedules`
         (``constant``, ``polynomial_decay``, ``cyclical``) evaluated at the update count

@@ -32,6 +32,24 @@ def normal_mean():
     return model, y
 
 
+@pytest.fixture(scope="module")
+def varying_intercepts():
+    """Centred varying intercepts and a slope, Bernoulli-logit rows in 30 groups of 0 to 600
+    rows (some of 1 to 4)."""
+    rng = np.random.default_rng(5)
+    sizes = np.concatenate([[0, 0, 1, 2, 3, 4], rng.integers(20, 600, size=24)])
+    groups = np.repeat(np.arange(sizes.size), sizes)
+    x = rng.normal(size=groups.size)
+    eta = rng.normal(0.0, 1.0, size=sizes.size)[groups] + 0.5 * x
+    y = (rng.random(groups.size) < 1 / (1 + np.exp(-eta))).astype("int64")
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        b = pm.Normal("b", 0.0, 1.0)
+        a = pm.Normal("a", mu, 0.5, shape=sizes.size)
+        pm.Bernoulli("y", logit_p=a[groups] + b * x, observed=y)
+    return model, sizes
+
+
 def _steps(step, point, n):
     stats = []
     for _ in range(n):
@@ -233,6 +251,8 @@ def test_a_point_outside_the_support_stops_the_chain():
         (lambda: pmm.SGLD(batch_size=10.0), TypeError, "batch_size must be an integer"),
         (lambda: pmm.SGLD(batch_size=10, updates_per_draw=0), ValueError, "updates_per_draw"),
         (lambda: pmm.SGLD(batch_size=10, control_variates="yes"), ValueError, "control_var"),
+        (lambda: pmm.SGLD(batch_size=10, stratify="groups"), ValueError, "stratify must be"),
+        (lambda: pmm.SGLD(batch_size=10, stratify=True), ValueError, "hierarchical model"),
         (lambda: pmm.SGLD(batch_size=10, step_size=-0.1), ValueError, "positive"),
         (lambda: pmm.SGLD(batch_size=10, step_size="auto"), TypeError, "step_size"),
         (lambda: pmm.SGHMC(batch_size=10, sigma_p=0.0), ValueError, "sigma_p"),
@@ -248,6 +268,24 @@ def test_a_point_outside_the_support_stops_the_chain():
 def test_bad_arguments_raise(logistic, make, error, match):
     with logistic, pytest.raises(error, match=match):
         make()
+
+
+def test_stratified_batches_take_small_groups_whole_and_cut_the_noise(varying_intercepts):
+    """A uniform batch of 300 of 7000 rows misses the small groups, whose coordinates'
+    noise (about N / (B n_g)) then sets the default step; stratified, it is about 1/m."""
+    model, sizes = varying_intercepts
+    with model:
+        stratified = pmm.SGLD(batch_size=300)
+        uniform = pmm.SGLD(batch_size=300, stratify=False)
+    strata = stratified.strata
+    assert uniform.strata is None and strata.batch_size <= 300
+    small = (sizes > 0) & (sizes <= strata.per_group)
+    assert strata.per_group >= 4  # the groups of 1 to 4 rows are in every batch
+    assert strata.whole.size == sizes[small].sum()
+    np.testing.assert_array_equal(np.sort(strata.sizes), np.sort(sizes[sizes > strata.per_group]))
+    assert stratified.noise_ratio < 2.0 / strata.per_group
+    assert uniform.noise_ratio > 2 * stratified.noise_ratio
+    assert stratified.schedule(0) > uniform.schedule(0)
 
 
 def test_discrete_variables_are_refused():
