@@ -57,8 +57,8 @@ def stratify(row_groups, batch_size):
     Examples
     --------
     >>> strata = stratify(np.array([0, 0, 0, 0, 0, 0, 1, 2, 2]), 5)
-    >>> strata.whole, strata.per_group, strata.weights
-    (array([6, 7, 8]), 2, array([1., 1., 1., 3., 3.]))
+    >>> strata.whole.tolist(), strata.per_group, strata.weights.tolist()
+    ([6, 7, 8], 2, [1.0, 1.0, 1.0, 3.0, 3.0])
     """
     row_groups = np.asarray(row_groups)
     labels = np.where(row_groups < 0, row_groups.max(initial=-1) + 1, row_groups)
@@ -72,10 +72,11 @@ def stratify(row_groups, batch_size):
     drawn_sizes = sizes[drawn]
     weights = np.concatenate([np.ones(np.sum(sizes[~drawn])),
                               np.repeat(drawn_sizes / per_group, per_group)])  # fmt: skip
+    index = np.int32 if row_groups.size <= np.iinfo(np.int32).max else np.int64  # half the bytes
     return Strata(
-        np.flatnonzero(~drawn[labels]),
-        order[drawn[labels[order]]],  # ``order`` runs group after group
-        np.concatenate([[0], np.cumsum(drawn_sizes)[:-1]]).astype(np.int64),
+        np.flatnonzero(~drawn[labels]).astype(index),
+        order[drawn[labels[order]]].astype(index),  # ``order`` runs group after group
+        np.concatenate([[0], np.cumsum(drawn_sizes)[:-1]]).astype(index),
         drawn_sizes,
         per_group,
         weights,
@@ -100,6 +101,6 @@ def draw(rng, strata):
     """One batch: the whole groups' rows, then ``per_group`` rows of each sampled group
     drawn uniformly with replacement (weights: ``strata.weights``)."""
     offsets = np.floor(rng.random((strata.sizes.size, strata.per_group))
-                       * strata.sizes[:, None]).astype(np.int64)  # fmt: skip
+                       * strata.sizes[:, None]).astype(strata.starts.dtype)  # fmt: skip
     drawn = strata.ordered[strata.starts[:, None] + offsets]
     return np.concatenate([strata.whole, drawn.ravel()])

@@ -57,7 +57,8 @@ class SGMCMC(MinibatchStep):
     :mod:`pymc_minibatch.kernels.strata`). A uniform batch holds no row of most small
     groups, whose coordinates' gradient noise (about ``N / (B n_g)`` in preconditioned
     units) then sets the step size of every coordinate; stratified, it is about ``1 / m``.
-    When ``batch_size`` is below the number of groups, batches are uniform.
+    When ``batch_size`` is below the number of groups, or without a Laplace fit
+    (``precondition=False`` and no control variates), batches are uniform.
 
     **Control variates** (``control_variates="auto"``, the default, is on unless every
     update uses all rows): the estimate is ``grad log p0(theta) + G + (N / B) sum_{i in
@@ -200,7 +201,9 @@ class SGMCMC(MinibatchStep):
         raise NotImplementedError
 
     def _strata(self, stratify):
-        if stratify is False:
+        # "auto" reuses the structure the Laplace fit found; without a fit, finding it
+        # would cost a pass over the data the settings asked to avoid
+        if stratify is False or (stratify == "auto" and self.laplace is None):
             return None
         structure = self.minibatch_model.structure()
         strata = None
@@ -337,8 +340,8 @@ _COMMON_PARAMETERS = """
         Rows per gradient estimate (at most, with stratified batches).
     stratify : {"auto", True, False}, default "auto"
         Stratified batches, as described in :class:`SGMCMC`: ``"auto"`` in hierarchical
-        models when ``batch_size`` holds a row of each group; ``True`` refuses a model or
-        ``batch_size`` where they do not apply.
+        models when ``batch_size`` holds a row of each group and the Laplace fit is made;
+        ``True`` refuses a model or ``batch_size`` where they do not apply.
     step_size : float or schedule, optional
         ``h``, a positive number or a schedule from :mod:`pymc_minibatch.schedules`
         (``constant``, ``polynomial_decay``, ``cyclical``) evaluated at the update count

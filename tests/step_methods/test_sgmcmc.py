@@ -286,6 +286,10 @@ def test_stratified_batches_take_small_groups_whole_and_cut_the_noise(varying_in
     assert stratified.noise_ratio < 2.0 / strata.per_group
     assert uniform.noise_ratio > 2 * stratified.noise_ratio
     assert stratified.schedule(0) > uniform.schedule(0)
+    # without a Laplace fit, "auto" does not pay a pass over the data to find the groups
+    with model:
+        unfitted = pmm.SGLD(batch_size=300, step_size=1e-4, control_variates=False)
+    assert unfitted.laplace is None and unfitted.strata is None
 
 
 def test_discrete_variables_are_refused():
