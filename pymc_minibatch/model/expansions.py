@@ -19,6 +19,7 @@ import pytensor.tensor as pt
 from pymc_minibatch.bounds import Bounds
 from pymc_minibatch.exceptions import BoundsUnavailableError
 from pymc_minibatch.kernels.arrowhead import ArrowheadMatrix
+from pymc_minibatch.model.lipschitz import NOT_LINEAR
 from pymc_minibatch.model.region import _predictor_remedy, _spec, default_radius
 from pymc_minibatch.model.taylor import SecondOrderExpansion
 
@@ -267,8 +268,7 @@ def _check_linear_parts(evaluate, term, theta0, eta0, parts, groups, designs, na
         actual = evaluate(theta0 + move, rows)[term]
         if not np.allclose(actual, predicted, rtol=1e-6, atol=1e-6):
             raise BoundsUnavailableError(
-                f"the linear predictor of observed variable '{name}' is not linear in the "
-                f"sampled (transformed) parameters, so auto bounds do not apply; {remedy}"
+                f"the linear predictor of observed variable '{name}' {NOT_LINEAR}; {remedy}"
             )
 
 

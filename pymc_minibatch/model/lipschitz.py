@@ -112,6 +112,11 @@ LOCAL_BOUNDS_REMEDY = (
     "pass bounds=pmm.bounds.Bounds(c, metric_vars=...) with |U_i(theta) - U_i(theta')| <= "
     "c_i ||theta - theta'|| for every row i"
 )
+NOT_LINEAR = (
+    "is not linear in the sampled (transformed) parameters (a product of sampled values is "
+    "not: a non-centred group effect mu + tau * z[g] is one; write it centred, "
+    "a ~ Normal(mu, tau) and a[g], where groups have many rows), so auto bounds do not apply"
+)
 GLOBAL_BOUNDS_REMEDY = (
     "pass bounds=pmm.bounds.GlobalBounds(lower, upper) with lower_i <= log p(y_i | theta) <= "
     "upper_i over the whole support"
@@ -412,6 +417,5 @@ def _check_linear(evaluate, term, theta0, eta0, design, name, random_seed, remed
         actual = evaluate(theta, rows)[term]
         if not np.allclose(actual, predicted, rtol=1e-6, atol=1e-6):
             raise BoundsUnavailableError(
-                f"the linear predictor of observed variable '{name}' is not linear in the "
-                f"sampled (transformed) parameters, so auto bounds do not apply; {remedy}"
+                f"the linear predictor of observed variable '{name}' {NOT_LINEAR}; {remedy}"
             )
