@@ -1,0 +1,198 @@
+"""A hierarchical model on tall data: time to the answer of TunaMH, SGLD and SVGD against NUTS.
+
+The centred varying-intercept logistic regression of the hierarchical zoo
+(``tests/zoo_hierarchical.py``: ``a[g] + X @ beta`` with 4 covariates, ``a ~ Normal(mu,
+tau)``, 5% of the groups empty and 10% with fewer than ten rows, the rest log-normally
+sized) at ``--rows`` rows and each of ``--groups``. Every group here has many rows on
+average, so the centred form is also NUTS's better parametrisation.
+
+Samplers, one after the other in this process, each on one core and 2 chains:
+
+- ``nuts``: PyMC's NUTS, 1000 tuning and 1000 kept draws per chain;
+- ``nutpie``: nutpie's NUTS (PyMC 6's default when installed), the same draws; its
+  compilation counts as setup;
+- ``tunamh``: ``pmm.TunaMH()`` at its defaults, 1000 tuning and 5000 kept draws;
+- ``sgld``: ``pmm.SGLD(batch_size=1000)`` at its defaults (stratified batches), the same;
+- ``svgd``: ``pmm.sample_particles("svgd")`` at its defaults (its particles are the draws:
+  no ESS).
+
+Per row: setup seconds (building the step: structure, Laplace fit, bounds; nutpie's
+compilation; PyMC's NUTS compiles inside ``pm.sample`` and its setup is counted in its
+total), total wall seconds (setup included), min bulk ESS over every scalar, ESS per
+second of the total, rows per step (TunaMH's mean batch), and against the reference (nutpie
+when it ran, else PyMC's NUTS) the largest |mean error| in reference sds, the largest in
+combined Monte Carlo standard errors, and the range of sd / reference sd. For TunaMH the
+Laplace fit's full-data passes and seconds, and the process's peak memory, are printed.
+
+Results go to ``--json`` (default ``benchmarks/results/hierarchical.json``, rewritten
+after every sampler). The committed results came from one process per group count, side
+by side on a 2-core machine (``pip install -e ".[bench]"`` installs nutpie)::
+
+    python benchmarks/hierarchical.py --rows 100000 --groups 100 \
+        --json benchmarks/results/hierarchical_N1e5_G100.json
+    python benchmarks/hierarchical.py --rows 100000 --groups 1000 \
+        --json benchmarks/results/hierarchical_N1e5_G1000.json
+
+Each NUTS gradient sums over every row, so the NUTS rows' time grows in proportion to
+``--rows``; the minibatch samplers' sampling time does not.
+"""
+
+import argparse
+import json
+import logging
+import pathlib
+import resource
+import sys
+import time
+import warnings
+
+import numpy as np
+import pymc as pm
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import pymc_minibatch as pmm  # noqa: E402
+from pymc_minibatch._compat import sample_stats  # noqa: E402
+from tests.mcse import ess, mcse_mean  # noqa: E402
+from tests.zoo import scalar_draws  # noqa: E402
+from tests.zoo_hierarchical import intercepts_logistic  # noqa: E402
+
+SAMPLERS = ("nuts", "nutpie", "tunamh", "sgld", "svgd")
+NUTS_DRAWS, MINIBATCH_DRAWS, TUNE, CHAINS, SEED = 1000, 5000, 1000, 2, 1
+
+
+def _sample(model, step, draws):
+    return pm.sample(step=step, draws=draws, tune=TUNE, chains=CHAINS, cores=1,
+                     random_seed=SEED, progressbar=False, compute_convergence_checks=False,
+                     model=model)  # fmt: skip
+
+
+def run_sampler(name, model):
+    """``(result, extra)``: the draws and what the row reports besides them."""
+    started = time.perf_counter()
+    extra = {}
+    if name == "nuts":
+        idata = _sample(model, None, NUTS_DRAWS)
+        setup = 0.0
+    elif name == "nutpie":
+        import nutpie
+
+        compiled = nutpie.compile_pymc_model(model)
+        setup = time.perf_counter() - started
+        idata = nutpie.sample(compiled, draws=NUTS_DRAWS, tune=TUNE, chains=CHAINS, cores=1,
+                              seed=SEED, progress_bar=False)  # fmt: skip
+    elif name == "svgd":
+        idata = pmm.sample_particles("svgd", model=model, random_seed=SEED, progressbar=False)
+        setup = 0.0
+    else:
+        with model:
+            step = pmm.TunaMH() if name == "tunamh" else pmm.SGLD(batch_size=1000)
+        setup = time.perf_counter() - started
+        idata = _sample(model, step, MINIBATCH_DRAWS)
+        if name == "tunamh":
+            stats = sample_stats(idata)
+            extra = {
+                "rows_per_step": float(stats["batch_size"].mean()),
+                "accept": float(stats["accepted"].mean()),
+                "laplace_passes": int(step.laplace.passes),
+                "laplace_seconds": float(step.laplace.seconds),
+            }
+    extra["setup_s"] = setup
+    extra["total_s"] = time.perf_counter() - started
+    return idata, extra
+
+
+def summarise(idata, particles):
+    """Per scalar: mean, sd, and (for chains) bulk ESS and MCSE of the mean."""
+    summary = {}
+    for label, values in scalar_draws(idata).items():
+        entry = {"mean": float(values.mean()), "sd": float(values.std())}
+        if not particles:
+            entry["ess"] = ess(values)
+            entry["mcse_mean"] = mcse_mean(values)
+        summary[label] = entry
+    return summary
+
+
+def compare(summary, reference):
+    """Largest |mean error| in reference sds and in combined MCSE; sd ratio range."""
+    errors, z_scores, ratios = [], [], []
+    for label, ref in reference.items():
+        if label not in summary:  # nutpie also stores the transformed values
+            continue
+        ours = summary[label]
+        difference = abs(ours["mean"] - ref["mean"])
+        errors.append(difference / ref["sd"])
+        if "mcse_mean" in ours:  # chains; particles have no Monte Carlo standard error
+            z_scores.append(difference / np.hypot(ours["mcse_mean"], ref["mcse_mean"]))
+        ratios.append(ours["sd"] / ref["sd"])
+    return {"max_mean_error_sd": max(errors),
+            "max_mean_error_mcse": max(z_scores) if z_scores else None,
+            "sd_ratio_min": min(ratios), "sd_ratio_max": max(ratios)}  # fmt: skip
+
+
+def peak_memory_gb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def print_row(row):
+    ess_text = f"{row['min_ess']:8.0f} {row['ess_per_s']:8.2f}" if "min_ess" in row else (
+        f"{'-':>8s} {'-':>8s}")  # fmt: skip
+    accuracy = row.get("accuracy")
+    accuracy_text = "reference"
+    if accuracy:
+        z = accuracy["max_mean_error_mcse"]
+        z_text = "-" if z is None else format(z, ".2f")
+        accuracy_text = (f"{accuracy['max_mean_error_sd']:6.3f} {z_text:>6s} "
+                         f"{accuracy['sd_ratio_min']:5.2f}-{accuracy['sd_ratio_max']:4.2f}")
+    rows = f"{row['rows_per_step']:9.0f}" if "rows_per_step" in row else f"{'-':>9s}"
+    print(f"G={row['groups']:<5d} {row['sampler']:7s} {row['setup_s']:7.1f} {row['total_s']:8.1f} "
+          f"{ess_text} {rows}  {accuracy_text}", flush=True)  # fmt: skip
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--groups", type=int, nargs="+", default=[100])
+    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
+    parser.add_argument("--json", default=str(pathlib.Path(__file__).parent / "results"
+                                              / "hierarchical.json"))  # fmt: skip
+    args = parser.parse_args(argv)
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
+    # the reference first: nutpie if asked for, else PyMC's NUTS
+    order = sorted(args.samplers, key=lambda s: {"nutpie": 0, "nuts": 1}.get(s, 2))
+    results = {"rows": args.rows, "draws": {"nuts": NUTS_DRAWS, "minibatch": MINIBATCH_DRAWS,
+               "tune": TUNE, "chains": CHAINS}, "runs": []}  # fmt: skip
+    print(f"N = {args.rows}; setup and total in s, ESS/s over the total, accuracy against "
+          "the first NUTS row: max |mean error| (ref sd), (combined MCSE), sd / ref sd")
+    print(f"{'groups':7s} {'sampler':7s} {'setup':>7s} {'total':>8s} {'min ESS':>8s} "
+          f"{'ESS/s':>8s} {'rows/step':>9s}  accuracy")  # fmt: skip
+    for n_groups in args.groups:
+        reference = None
+        for name in order:
+            model = intercepts_logistic(n_groups, args.rows, centred=True)
+            idata, extra = run_sampler(name, model)
+            summary = summarise(idata, particles=name == "svgd")
+            row = {"groups": n_groups, "sampler": name, **extra,
+                   "peak_memory_gb": peak_memory_gb()}  # fmt: skip
+            if name != "svgd":
+                row["min_ess"] = min(entry["ess"] for entry in summary.values())
+                row["ess_per_s"] = row["min_ess"] / row["total_s"]
+            if reference is None and name in ("nutpie", "nuts"):
+                reference = summary
+            elif reference is not None:
+                row["accuracy"] = compare(summary, reference)
+            print_row(row)
+            if "laplace_passes" in row:
+                print(f"    TunaMH: accept {row['accept']:.3f}, Laplace fit "
+                      f"{row['laplace_passes']} passes in {row['laplace_seconds']:.1f} s, "
+                      f"peak memory {row['peak_memory_gb']:.2f} GB so far")  # fmt: skip
+            results["runs"].append(row)
+            path = pathlib.Path(args.json)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
