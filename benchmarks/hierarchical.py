@@ -160,8 +160,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
-    # the reference first: nutpie if asked for, else PyMC's NUTS
-    order = sorted(args.samplers, key=lambda s: {"nutpie": 0, "nuts": 1}.get(s, 2))
+    # the reference first (nutpie if asked for, else PyMC's NUTS), PyMC's NUTS otherwise last
+    rank = {"nutpie": 0, "nuts": 3 if "nutpie" in args.samplers else 1}
+    order = sorted(args.samplers, key=lambda s: rank.get(s, 2))
     results = {"rows": args.rows, "draws": {"nuts": NUTS_DRAWS, "minibatch": MINIBATCH_DRAWS,
                "tune": TUNE, "chains": CHAINS}, "runs": []}  # fmt: skip
     print(f"N = {args.rows}; setup and total in s, ESS/s over the total, accuracy against "
