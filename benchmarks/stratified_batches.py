@@ -24,9 +24,9 @@ import pymc as pm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from hierarchical import compare, summarise  # noqa: E402
+
 import pymc_minibatch as pmm  # noqa: E402
-from tests.mcse import ess, mcse_mean  # noqa: E402
-from tests.zoo import scalar_draws  # noqa: E402
 from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
 
 MODELS = ("intercepts_logistic_G100_centred", "intercepts_logistic_G1000_centred")
@@ -43,19 +43,14 @@ def _row(name, stratify):
         idata = pm.sample(step=step, draws=5000, tune=1000, chains=2, cores=1, random_seed=7,
                           progressbar=False, compute_convergence_checks=False)  # fmt: skip
         sampling = time.perf_counter() - started
-    reference = hierarchical_reference(name)
-    draws = scalar_draws(idata)
-    effective = np.array([ess(draws[label]) for label in reference])
-    mean_sd = max(abs(draws[k].mean() - r["mean"]) / r["sd"] for k, r in reference.items())
-    mean_z = max(
-        abs(draws[k].mean() - r["mean"]) / np.hypot(mcse_mean(draws[k]), r["mcse_mean"])
-        for k, r in reference.items()
-    )
-    ratios = [draws[k].std() / r["sd"] for k, r in reference.items()]
+    summary = summarise(idata, particles=False)
+    effective = np.array([entry["ess"] for entry in summary.values()])
+    accuracy = compare(summary, hierarchical_reference(name))
     return (f"{name:34s} {str(stratify):6s} {step.noise_ratio:7.3f} {step.schedule(0):6.3f} "
             f"{setup:6.1f} {sampling:6.1f} {effective.min():7.0f} {np.median(effective):7.0f} "
-            f"{effective.min() / sampling:7.1f} {mean_sd:6.3f} {mean_z:6.2f} "
-            f"{min(ratios):5.2f}-{max(ratios):4.2f}")  # fmt: skip
+            f"{effective.min() / sampling:7.1f} {accuracy['max_mean_error_sd']:6.3f} "
+            f"{accuracy['max_mean_error_mcse']:6.2f} "
+            f"{accuracy['sd_ratio_min']:5.2f}-{accuracy['sd_ratio_max']:4.2f}")  # fmt: skip
 
 
 def main():

@@ -79,14 +79,20 @@ def test_a_centred_hierarchical_model_ends_at_its_mode_not_at_a_zero_scale():
                                atol=1e-6 * np.abs(difference).max())  # fmt: skip
 
 
-def test_a_posterior_without_mode_is_reported():
-    """A coefficient the likelihood never sees, with a flat prior: no search can end at a
-    mode, so the fit warns, and says what it used."""
+def _model_without_mode():
+    """A coefficient the likelihood never sees, with a flat prior."""
     rng = np.random.default_rng(2)
     with pm.Model() as model:
         pm.Flat("unseen")
         mu = pm.Normal("mu", 0, 10)
         pm.Normal("y", mu, 1.0, observed=rng.normal(size=100))
+    return model
+
+
+def test_a_posterior_without_mode_is_reported():
+    """A coefficient the likelihood never sees, with a flat prior: no search can end at a
+    mode, so the fit warns, and says what it used."""
+    model = _model_without_mode()
     with pytest.warns(LaplaceFitWarning, match="no mode"):
         fit = pmm.MinibatchModel(model).laplace(rng=np.random.default_rng(3))
     assert not fit.is_mode and fit.repaired and fit.starts == 4
@@ -96,11 +102,7 @@ def test_the_retries_repeat_without_a_generator():
     """Steps fit the Laplace approximation when they are built, before ``pm.sample`` seeds
     them: the jittered retries must not depend on an unseeded stream, or the same
     ``random_seed`` gives other draws."""
-    rng = np.random.default_rng(2)
-    with pm.Model() as model:
-        pm.Flat("unseen")
-        mu = pm.Normal("mu", 0, 10)
-        pm.Normal("y", mu, 1.0, observed=rng.normal(size=100))
+    model = _model_without_mode()
     with pytest.warns(LaplaceFitWarning, match="no mode"):
         first, second = (pmm.MinibatchModel(model).laplace() for _ in range(2))
     assert first.starts == 4
