@@ -102,7 +102,7 @@ class Cell:
     """Largest |sd - reference sd| beyond 20%, in combined Monte Carlo standard errors of
     the sd (tempered samplers)."""
     answer_check: str = ""
-    """The warning of the approximate samplers' check against the Laplace approximation
+    """The warning of the approximate samplers' check by Stein's identities
     (:mod:`pymc_minibatch.answer_check`), if it fired."""
 
 

@@ -85,6 +85,9 @@ class SGInfo(NamedTuple):
     resample_accept_rate: float
     """Mean acceptance of the momentum resamplings made (NaN if none)."""
     divergence: Divergence | None
+    start_gradient: np.ndarray
+    """The estimate's gradient (in ``theta``) at the position the updates started from,
+    an unbiased estimate of the score there (for the answer check)."""
 
 
 def start_chain(rng, start, anchor, preconditioner, config: SGMGTConfig) -> SGState:
@@ -96,9 +99,11 @@ def start_chain(rng, start, anchor, preconditioner, config: SGMGTConfig) -> SGSt
 
 def run(rng, state: SGState, estimate: Estimate, settings: SGSettings, n_updates: int):
     """``n_updates`` updates; returns ``(state, SGInfo)``, stopping early at a divergence."""
-    accept_rates, resampled = [], False
+    accept_rates, resampled, start_gradient = [], False, None
     for _ in range(n_updates):
         state, update, accept_rate = _update(rng, state, estimate, settings)
+        if start_gradient is None:
+            start_gradient = update["gradient"]
         resampled |= update["resampled"]
         accept_rates.extend(accept_rate)
         if update["divergence"] is not None:
@@ -113,6 +118,7 @@ def run(rng, state: SGState, estimate: Estimate, settings: SGSettings, n_updates
         resampled=resampled,
         resample_accept_rate=float(np.mean(accept_rates)) if accept_rates else np.nan,
         divergence=update["divergence"],
+        start_gradient=start_gradient,
     )
     return state, info
 
@@ -131,6 +137,7 @@ def _update(rng, state, estimate, settings):
 
     def gradient_in_z(z):
         update["log_density"], grad = estimate(to_theta(z), rows)
+        update["gradient"] = grad
         update["grad_norm"] = math.sqrt(grad @ grad)
         return to_z(grad)
 

@@ -14,7 +14,7 @@ from pymc.stats.convergence import SamplerWarning
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
-from pymc_minibatch.answer_check import CheckState, LaplaceCheck
+from pymc_minibatch.answer_check import CheckState, SteinCheck
 from pymc_minibatch.arguments import positive_float, positive_int
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.batches import checked_batch_size
@@ -83,14 +83,18 @@ class SGMCMC(MinibatchStep):
     initial point (which is far out for tall data). Step sizes (and the ``step_size``
     statistic) are in units of ``z``.
 
-    **Check of the answer**: after tuning, the chain's draws are compared with that Laplace
-    approximation (after 200 draws, then at every doubling): a coordinate whose mean is more
-    than 5 of its Laplace sds from the mode, or whose sd is more than 3 times too wide or
-    too narrow, means the draws are not the posterior's, and the chain reports it once in
-    the ``"warning"`` statistic, which ``pm.sample`` logs (as it does NUTS's divergences;
-    see :mod:`pymc_minibatch.answer_check`). Without a Laplace fit (``precondition=False``
-    and no control variates) or when its search found no mode, there is nothing to check
-    against.
+    **Check of the answer**: after tuning, the chain's draws are checked with the model's
+    score at them, the gradient estimate of the update that leaves each draw (Stein's
+    identities: the score averages to zero over the posterior, and its product with
+    ``theta_j`` to minus one), after 200 draws and then at every doubling: a coordinate
+    whose mean is about a posterior sd or more from where the score puts it, an sd more
+    than 3 times too wide or too narrow, or sds together outside 0.8-1.25 times the
+    posterior's, each significant beyond the chain's Monte Carlo error, means the draws
+    are not the posterior's. The chain reports it once in the ``"warning"`` statistic,
+    which ``pm.sample`` logs (as it does NUTS's divergences; see
+    :mod:`pymc_minibatch.answer_check`). Without a Laplace fit (``precondition=False`` and
+    no control variates) or when its search found no mode, the check has no units and is
+    skipped.
 
     **Default step size** (``step_size=None``): a constant ``h`` in units of ``z``, in
     which the posterior sd is about 1, set from ``r``, the variance per coordinate of ``z``
@@ -253,6 +257,9 @@ class SGMCMC(MinibatchStep):
             # PyMC's point is authoritative: another step of a CompoundStep moved it (only
             # then: a round trip through theta would perturb z by rounding)
             self.chain = self.chain._replace(position=self.preconditioner.to_z(theta))
+        checking = not self.tune and self.check_state is not None
+        if checking:  # the draw the updates start from, scored by their first gradient
+            previous = self.preconditioner.to_theta(self.chain.position)
         self.chain, info = run(
             self.rng, self.chain, self.estimate, self.settings, self.updates_per_draw
         )
@@ -260,8 +267,10 @@ class SGMCMC(MinibatchStep):
             raise SamplerDivergenceError(self._divergence_message(info))
         position = self.preconditioner.to_theta(self.chain.position)
         warning = None
-        if not self.tune and self.check_state is not None:
-            self.check_state, warning = self.answer_check.observe(self.check_state, position)
+        if checking:
+            self.check_state, warning = self.answer_check.observe(
+                self.check_state, previous, info.start_gradient
+            )
         stats = {
             "tune": self.tune,
             "step_size": info.step_size,
@@ -282,7 +291,7 @@ class SGMCMC(MinibatchStep):
         advice = "Pass a smaller step_size or a larger batch_size"
         if not self.precondition:
             advice += ", or leave step_size unset to precondition"
-        return LaplaceCheck(
+        return SteinCheck(
             self.laplace, self.minibatch_model.coordinate_names(), type(self).__name__,
             advice + "; or sample exactly with pmm.TunaMH.",
         )  # fmt: skip

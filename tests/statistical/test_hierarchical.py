@@ -1,5 +1,5 @@
-"""TunaMH and SGLD at their defaults on a hierarchical zoo model, against NUTS's stored
-reference.
+"""TunaMH, SGLD and SVGD at their defaults on a hierarchical zoo model, against NUTS's
+stored reference.
 
 ``intercepts_logistic_G100_centred`` (``tests/zoo_hierarchical.py``): 100 groups of very
 unequal sizes (5 empty, 10 with fewer than 10 rows) on 10^5 rows, 106 parameters. Every
@@ -11,7 +11,12 @@ Bonferroni quantile for a family-wise error of 0.001 over the scalars if larger:
 SGLD's default step keeps its bias near 2.5% in sd (:class:`pymc_minibatch.SGLD`), inside
 the 10%; its batches are stratified by group (:mod:`pymc_minibatch.kernels.strata`).
 
-Marked ``slow`` (about 30 s each: the setup, then 2 x 6000 steps).
+SVGD's 100 particles are independent draws at best: each mean is held within ``Z`` of its
+standard error (``sd / sqrt(100)`` combined with the reference's), each sd within 15% plus
+``Z`` standard errors; and the answer check must stay quiet, while it reports the collapse
+of the joint kernel on the same model.
+
+Marked ``slow`` (about 30 s each: the setup, then 2 x 6000 steps or 1000 particle steps).
 """
 
 import warnings
@@ -80,3 +85,34 @@ def test_sgld_defaults_match_nuts_on_a_varying_intercept_model():
     step, idata = _run(lambda: pmm.SGLD(batch_size=1000), seed=7)
     assert step.strata is not None and step.noise_ratio < 0.25
     _assert_matches_reference(idata)
+
+
+def _svgd(kernel):
+    model = HIERARCHICAL_ZOO[MODEL].build()
+    return pmm.sample_particles("svgd", kernel=kernel, model=model, random_seed=7,
+                                progressbar=False)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_svgd_defaults_match_nuts_on_a_varying_intercept_model():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pmm.AnswerCheckWarning)
+        idata = _svgd("auto")
+    assert idata["posterior"].attrs["kernel"] == "coordinates"  # 106 coordinates > 100
+    reference = hierarchical_reference(MODEL)
+    draws = scalar_draws(idata)
+    z_limit = _z_limit(len(reference))
+    for label, ref in reference.items():
+        values = draws[label]
+        n = values.size
+        mean_error = abs(values.mean() - ref["mean"]) / np.hypot(ref["sd"] / np.sqrt(n),
+                                                                  ref["mcse_mean"])  # fmt: skip
+        assert mean_error < z_limit, (label, mean_error)
+        sd_excess = max(abs(values.std() - ref["sd"]) - 0.15 * ref["sd"], 0.0)
+        assert sd_excess < z_limit * ref["sd"] / np.sqrt(2 * (n - 1)), (label, values.std())
+
+
+@pytest.mark.slow
+def test_the_joint_kernels_collapse_is_reported():
+    with pytest.warns(pmm.AnswerCheckWarning, match="far from the posterior"):
+        _svgd("joint")

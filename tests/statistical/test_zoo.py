@@ -68,5 +68,5 @@ def test_sampler_refuses_up_front_or_lands(sampler, model_name):
         f"{cell.outcome}: mean error {cell.mean_error:.3g} sd "
         f"({cell.mean_error_mcse:.3g} mcse), sd ratio {cell.sd_ratio}; {cell.message}"
     )
-    # the approximate samplers' check against the Laplace fit is quiet where they land
+    # the approximate samplers' check (Stein's identities) is quiet where they land
     assert cell.answer_check == ""
