@@ -14,7 +14,12 @@ Samplers, one after the other in this process, each on one core and 2 chains:
 - ``tunamh``: ``pmm.TunaMH()`` at its defaults, 1000 tuning and 5000 kept draws;
 - ``sgld``: ``pmm.SGLD(batch_size=1000)`` at its defaults (stratified batches), the same;
 - ``svgd``: ``pmm.sample_particles("svgd")`` at its defaults (its particles are the draws:
-  no ESS).
+  no ESS; one kernel per coordinate here, as the model has more coordinates than
+  particles);
+- ``svgd_joint``: the same with the joint RBF kernel (``kernel="joint"``), the default
+  before the per-coordinate kernel, whose particles collapse in this dimension.
+
+For the particle rows, ``answer_check`` holds the answer check's warning, if it fired.
 
 Per row: setup seconds (building the step: structure, Laplace fit, bounds; nutpie's
 compilation; PyMC's NUTS compiles inside ``pm.sample`` and its setup is counted in its
@@ -31,7 +36,10 @@ by side on a 2-core machine (``pip install -e ".[bench]"`` installs nutpie)::
     python benchmarks/hierarchical.py --rows 100000 --groups 100 \
         --json benchmarks/results/hierarchical_N1e5_G100.json
     python benchmarks/hierarchical.py --rows 100000 --groups 1000 \
+        --samplers nutpie tunamh sgld svgd svgd_joint \
         --json benchmarks/results/hierarchical_N1e5_G1000.json
+
+(PyMC's NUTS is left out at 1000 groups: it had not finished after an hour.)
 
 Each NUTS gradient sums over every row, so the NUTS rows' time grows in proportion to
 ``--rows``; the minibatch samplers' sampling time does not.
@@ -57,7 +65,8 @@ from tests.mcse import ess, mcse_mean  # noqa: E402
 from tests.zoo import scalar_draws  # noqa: E402
 from tests.zoo_hierarchical import intercepts_logistic  # noqa: E402
 
-SAMPLERS = ("nuts", "nutpie", "tunamh", "sgld", "svgd")
+SAMPLERS = ("nuts", "nutpie", "tunamh", "sgld", "svgd", "svgd_joint")
+PARTICLES = {"svgd": "auto", "svgd_joint": "joint"}
 NUTS_DRAWS, MINIBATCH_DRAWS, TUNE, CHAINS, SEED = 1000, 5000, 1000, 2, 1
 
 
@@ -81,8 +90,14 @@ def run_sampler(name, model):
         setup = time.perf_counter() - started
         idata = nutpie.sample(compiled, draws=NUTS_DRAWS, tune=TUNE, chains=CHAINS, cores=1,
                               seed=SEED, progress_bar=False)  # fmt: skip
-    elif name == "svgd":
-        idata = pmm.sample_particles("svgd", model=model, random_seed=SEED, progressbar=False)
+    elif name in PARTICLES:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", pmm.AnswerCheckWarning)
+            idata = pmm.sample_particles("svgd", kernel=PARTICLES[name], model=model,
+                                        random_seed=SEED, progressbar=False)  # fmt: skip
+        extra["answer_check"] = " ".join(
+            str(w.message) for w in caught if issubclass(w.category, pmm.AnswerCheckWarning)
+        )
         setup = 0.0
     else:
         with model:
@@ -146,7 +161,7 @@ def print_row(row):
         accuracy_text = (f"{accuracy['max_mean_error_sd']:6.3f} {z_text:>6s} "
                          f"{accuracy['sd_ratio_min']:5.2f}-{accuracy['sd_ratio_max']:4.2f}")
     rows = f"{row['rows_per_step']:9.0f}" if "rows_per_step" in row else f"{'-':>9s}"
-    print(f"G={row['groups']:<5d} {row['sampler']:7s} {row['setup_s']:7.1f} {row['total_s']:8.1f} "
+    print(f"G={row['groups']:<5d} {row['sampler']:10s} {row['setup_s']:7.1f} {row['total_s']:8.1f} "
           f"{ess_text} {rows}  {accuracy_text}", flush=True)  # fmt: skip
 
 
@@ -167,17 +182,17 @@ def main(argv=None):
                "tune": TUNE, "chains": CHAINS}, "runs": []}  # fmt: skip
     print(f"N = {args.rows}; setup and total in s, ESS/s over the total, accuracy against "
           "the first NUTS row: max |mean error| (ref sd), (combined MCSE), sd / ref sd")
-    print(f"{'groups':7s} {'sampler':7s} {'setup':>7s} {'total':>8s} {'min ESS':>8s} "
+    print(f"{'groups':7s} {'sampler':10s} {'setup':>7s} {'total':>8s} {'min ESS':>8s} "
           f"{'ESS/s':>8s} {'rows/step':>9s}  accuracy")  # fmt: skip
     for n_groups in args.groups:
         reference = None
         for name in order:
             model = intercepts_logistic(n_groups, args.rows, centred=True)
             idata, extra = run_sampler(name, model)
-            summary = summarise(idata, particles=name == "svgd")
+            summary = summarise(idata, particles=name in PARTICLES)
             row = {"groups": n_groups, "sampler": name, **extra,
                    "peak_memory_gb": peak_memory_gb()}  # fmt: skip
-            if name != "svgd":
+            if name not in PARTICLES:
                 row["min_ess"] = min(entry["ess"] for entry in summary.values())
                 row["ess_per_s"] = row["min_ess"] / row["total_s"]
             if reference is None and name in ("nutpie", "nuts"):
@@ -185,6 +200,8 @@ def main(argv=None):
             elif reference is not None:
                 row["accuracy"] = compare(summary, reference)
             print_row(row)
+            if row.get("answer_check"):
+                print(f"    answer check: {row['answer_check'][:160]}...")
             if "laplace_passes" in row:
                 print(f"    TunaMH: accept {row['accept']:.3f}, Laplace fit "
                       f"{row['laplace_passes']} passes in {row['laplace_seconds']:.1f} s, "

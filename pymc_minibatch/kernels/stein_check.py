@@ -12,8 +12,9 @@ quality with Stein's method", NeurIPS): for every coordinate ``j`` and constant 
 
 Unlike a comparison with the Laplace approximation, they need no estimate of the
 posterior's moments: in a hierarchical model the joint mode puts a group scale many Laplace
-sds below its posterior mean (9 with 1000 groups), and draws checked against the mode would
-be flagged when exact. On draws ``theta`` with scores ``g`` (exact, or any unbiased
+sds below its posterior mean (more than 5 with 1000 groups, asserted by
+``tests/statistical/test_hierarchical.py``), and draws checked against the mode would be
+flagged when exact. On draws ``theta`` with scores ``g`` (exact, or any unbiased
 minibatch estimate: its noise widens the standard errors, not the statistics), in the units
 ``u = (theta - mode) / sigma`` and ``t = sigma g`` of the Laplace sds ``sigma``:
 
