@@ -132,6 +132,8 @@ def test_default_schedule_decays_to_the_noise_budget(model):
         ({"step_size": -1.0}, ValueError, "step size"),
         ({"step_size": "big"}, TypeError, "step_size"),
         ({"bandwidth_scale": 0.0}, ValueError, "bandwidth_scale"),
+        ({"kernel": "matern"}, ValueError, "kernel must be one of"),
+        ({"kernel": "coordinates", "method": "wsgld"}, ValueError, "is SVGD's"),
         ({"wasserstein_weight": -1.0}, ValueError, "wasserstein_weight"),
         ({"entropic_reg": np.inf}, ValueError, "entropic_reg"),
         ({"gamma": 0.1, "wasserstein_weight": 0.1}, TypeError, "former name"),
