@@ -127,12 +127,12 @@ class SteinCheck:
         return self.message(self._worst(sums), what)
 
     def _worst(self, sums):
-        narrowing = self.spread_range[0] == 0  # a documented narrowing, overall too
-        overall = (0.0, stein_check.OVERALL_SPREAD_RANGE[1]) if narrowing else None
+        overall_range = stein_check.OVERALL_SPREAD_RANGE
+        if self.spread_range[0] == 0:  # a documented narrowing, overall too
+            overall_range = (0.0, overall_range[1])
         return stein_check.disagreement(
-            sums, spread_range=self.spread_range,
-            overall_range=overall or stein_check.OVERALL_SPREAD_RANGE,
-        )  # fmt: skip
+            sums, spread_range=self.spread_range, overall_range=overall_range
+        )
 
     def message(self, found, what):
         """The warning's text for ``found`` (a

@@ -414,7 +414,7 @@ class _ParticleRun:
         self.batches = batches
         self.adagrad = adagrad
         self.bandwidth_scale = settings["bandwidth_scale"]
-        self.coordinate_kernel = settings.get("kernel") == "coordinates"
+        self.coordinate_kernel = settings["kernel"] == "coordinates"
         self.wasserstein_weight = settings["wasserstein_weight"]
         self.entropic_reg = settings["entropic_reg"]
         self.preconditioner = preconditioner

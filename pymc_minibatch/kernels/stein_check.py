@@ -112,8 +112,8 @@ def z_limit(ndim: int) -> float:
 
 
 def statistics(state: SteinState):
-    """``(offset, spread, overall, standard errors of each, draws used)`` over the complete
-    batches, or None with fewer than :data:`MIN_BATCHES` of them."""
+    """``(offset, its standard error, spread, its, overall, its, draws used)`` over the
+    complete batches, or None with fewer than :data:`MIN_BATCHES` of them."""
     n_batches = min(state.count // state.batch_length, MAX_BATCHES)
     if n_batches < MIN_BATCHES:
         return None
@@ -128,6 +128,14 @@ def statistics(state: SteinState):
 
     return (*mean_and_error(offsets), *mean_and_error(spreads), *mean_and_error(overall),
             n_batches * state.batch_length)  # fmt: skip
+
+
+def _beyond(value, margin, low, high):
+    """How far ``value`` lies outside ``[low, high]`` by more than ``margin``, relative to
+    the limit it crosses (positive: outside; no lower limit when ``low`` is 0)."""
+    above = (value - margin) / high - 1.0
+    below = (low - value - margin) / low if low > 0 else -1.0
+    return np.maximum(above, below)
 
 
 def disagreement(state: SteinState, spread_range=(1.0 / SPREAD_LIMIT, SPREAD_LIMIT),
@@ -149,13 +157,10 @@ def disagreement(state: SteinState, spread_range=(1.0 / SPREAD_LIMIT, SPREAD_LIM
         return Disagreement(bad, "mean", float(offset[bad]), used)
     low, high = spread_range
     excess = {
-        "mean": (np.abs(offset) - z * offset_se) / MEAN_LIMIT - 1.0,
-        "spread": np.maximum((spread - z * spread_se) / high**2 - 1.0,
-                             (low**2 - spread - z * spread_se) / low**2 if low > 0 else -1.0),
-    }  # fmt: skip
-    low, high = overall_range
-    overall_excess = max((overall - 4.0 * overall_se) / high - 1.0,
-                         (low - overall - 4.0 * overall_se) / low if low > 0 else -1.0)  # fmt: skip
+        "mean": _beyond(np.abs(offset), z * offset_se, 0.0, MEAN_LIMIT),
+        "spread": _beyond(spread, z * spread_se, low**2, high**2),
+    }
+    overall_excess = _beyond(overall, 4.0 * overall_se, *overall_range)
     kind = max(excess, key=lambda name: np.max(excess[name]))
     worst = int(np.argmax(excess[kind]))
     if excess[kind][worst] > 0:  # a coordinate named is more use than the overall spread
