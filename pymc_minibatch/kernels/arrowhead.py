@@ -99,6 +99,14 @@ class ArrowheadMatrix(NamedTuple):
         shared_block = self.shared_block + np.diag(values[self.shared])
         return self._replace(local_blocks=local_blocks, shared_block=shared_block)
 
+    def without_shared(self, coordinates):
+        """The principal submatrix without the shared ``coordinates`` (positions in
+        ``theta``): positive definite when this matrix is. It covers fewer coordinates than
+        ``theta`` has; a factor of it gives the others zero whitened coordinates."""
+        keep = ~np.isin(self.shared, coordinates)
+        return self._replace(shared=self.shared[keep], coupling=self.coupling[:, :, keep],
+                             shared_block=self.shared_block[np.ix_(keep, keep)])  # fmt: skip
+
     @classmethod
     def from_dense(cls, dense, shared=None, local=None):
         """The pattern ``(shared, local)`` read from a dense symmetric array (default: every
@@ -141,10 +149,11 @@ class ArrowheadFactor(NamedTuple):
         return int(self.shared.size + self.local.size)
 
     def to_z(self, x):
-        """``R^T x``: whitened coordinates of ``x`` (a difference from the mode)."""
+        """``R^T x``: whitened coordinates of ``x`` (a difference from the mode); zero on the
+        coordinates the factor does not cover (:meth:`ArrowheadMatrix.without_shared`)."""
         x = np.asarray(x, dtype=np.float64)
         x_local, x_shared = x[..., self.local], x[..., self.shared]
-        z = np.empty_like(x)
+        z = np.zeros_like(x)
         z[..., self.local] = np.einsum("gba,...gb->...ga", self.local_chol, x_local) + (
             np.einsum("gas,...s->...ga", self.coupling, x_shared)
         )

@@ -24,6 +24,7 @@ from pymc.vartypes import continuous_types
 from pytensor.graph.fg import FunctionGraph
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.rewriting.basic import in2out
+from pytensor.graph.traversal import ancestors
 
 from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch.exceptions import NonFactorizableError
@@ -215,6 +216,20 @@ class MinibatchModel:
                 raise ValueError(f"'{name}' is not among the sampled variables {self.var_names}")
             indices.append(offsets[value_name])
         return np.concatenate(indices)
+
+    def row_free_indices(self):
+        """Positions in ``theta`` of the variables no row's log-likelihood depends on (read
+        from the graph): a centred hierarchical model's population mean and scale, which
+        only the prior touches.
+
+        Examples
+        --------
+        >>> mm.row_free_indices()  # every row touches beta
+        array([], dtype=int64)
+        """
+        touched = set(ancestors(self._row_graph.row_terms))
+        free = [v.name for v in self.value_vars if v not in touched]
+        return self.theta_indices(free) if free else np.empty(0, dtype=np.int64)
 
     def coordinate_names(self):
         """A readable name for each position of ``theta``, e.g. ``"beta[2]"`` or ``"sigma_log__"``.

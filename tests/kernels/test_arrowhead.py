@@ -67,6 +67,22 @@ def test_factor_whitens_the_matrix(arrowhead):
                                rtol=1e-10)  # fmt: skip
 
 
+def test_without_shared_coordinates_the_factor_whitens_the_principal_submatrix(arrowhead):
+    dense, matrix = arrowhead
+    dropped = matrix.shared[:2]
+    kept = np.setdiff1d(np.arange(NDIM), dropped)
+    factor = cholesky(matrix.without_shared(dropped))
+    x = np.random.default_rng(4).normal(size=NDIM)
+    z = factor.to_z(x)
+    # R^T x on the kept coordinates, with R R^T their block of the matrix; zero elsewhere
+    np.testing.assert_array_equal(z[dropped], 0.0)
+    np.testing.assert_allclose(z[kept] @ z[kept], x[kept] @ dense[np.ix_(kept, kept)] @ x[kept],
+                               rtol=1e-10)  # fmt: skip
+    moved = x.copy()
+    moved[dropped] += 1.0  # the dropped coordinates do not enter z
+    np.testing.assert_array_equal(factor.to_z(moved), z)
+
+
 def test_a_row_of_one_group_whitens_on_its_group_and_the_shared_coordinates(arrowhead):
     dense, matrix = arrowhead
     factor = cholesky(matrix)

@@ -190,3 +190,44 @@ def test_bounds_rounded_up_to_float32_stay_upper_bounds():
     bounds = Bounds(single, center=np.zeros(2), whiten=np.eye(2))
     assert bounds.c is single  # kept as given, not copied into float64
     assert bounds.total == pytest.approx(np.sum(single, dtype=np.float64), rel=1e-15)
+
+
+def _centred_intercepts(n_groups=20, n_rows=2000):
+    """A centred varying-intercept logistic regression with groups of 1 to 400 rows."""
+    rng = np.random.default_rng(11)
+    sizes = np.maximum(1, (rng.lognormal(0.0, 1.5, size=n_groups) * 20).astype(int))
+    groups = rng.choice(n_groups, size=n_rows, p=sizes / sizes.sum())
+    x = rng.normal(size=n_rows)
+    y = rng.random(n_rows) < 1 / (1 + np.exp(-(rng.normal(0, 0.8, n_groups)[groups] + x)))
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 2.0)
+        tau = pm.HalfNormal("tau", 1.0)
+        a = pm.Normal("a", mu, tau, shape=n_groups)
+        beta = pm.Normal("beta", 0.0, 1.0)
+        pm.Bernoulli("y", logit_p=a[groups] + x * beta, observed=y.astype("int64"))
+    return model
+
+
+def test_the_population_parameters_stay_out_of_the_rows_metrics():
+    mm = pmm.MinibatchModel(_centred_intercepts())
+    population = mm.theta_indices(["mu", "tau"])
+    np.testing.assert_array_equal(mm.row_free_indices(), population)
+    bounds, expansion = expansions.second_order_bounds(mm, mm.laplace())
+    assert not np.isin(population, bounds.whiten.shared).any()
+    theta = mm.laplace().draw(np.random.default_rng(0))
+    far = theta.copy()
+    far[population] += 3.0  # no row depends on them: no row needs drawing
+    np.testing.assert_array_equal(bounds.metrics(theta, far), 0.0)
+    # the rows' second-order residuals stay within their bounds, with the scale far from
+    # its joint mode as a thousand groups put it
+    rows = np.arange(mm.n_data)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        theta, theta2 = mm.laplace().mode + mm.laplace().preconditioner.to_theta(
+            rng.normal(scale=2.0, size=(2, mm.ndim))
+        )
+        theta[population] += rng.normal(scale=3.0, size=population.size)
+        ll, ll2 = mm.loglik_pair(theta, theta2, rows)
+        residual = (ll2 - ll) - expansion.row_difference(theta, theta2, mm.gather_rows(rows))
+        metrics = bounds.metrics(theta, theta2)[bounds.groups]
+        assert np.all(np.abs(residual) <= bounds.c * metrics * (1 + 1e-6) + 1e-12)
