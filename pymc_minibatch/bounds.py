@@ -165,6 +165,19 @@ class Bounds:
         z = self.region_whiten @ delta
         return bool(z @ z <= self.region_radius**2)
 
+    def groups_outside_region(self, theta, theta2):
+        """Whether ``theta`` or ``theta2`` lies outside the trust region of each group's
+        bounds (``||(z_g, z_S)|| > region_radius``), shape ``(n_groups,)``; all False
+        without a region."""
+        outside = np.zeros(self.n_groups, dtype=bool)
+        if self.region_radius is None:
+            return outside
+        for point in (theta, theta2):
+            z = self.region_whiten.to_z(point - self.center)
+            squares = _group_squares(self.region_whiten, z)
+            outside |= squares[: self.n_groups] > self.region_radius**2
+        return outside
+
     def metric_indices(self, minibatch_model):
         """Indices of ``theta`` the metric runs over (``None``: all of them)."""
         if self._metric_indices is not None:

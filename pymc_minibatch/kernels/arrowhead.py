@@ -204,6 +204,17 @@ class ArrowheadFactor(NamedTuple):
     def __matmul__(self, z):
         return self.to_theta(z)
 
+    def matrix(self):
+        """``P = R R^T``, the :class:`ArrowheadMatrix` this factor whitens."""
+        return ArrowheadMatrix(
+            self.shared,
+            self.local,
+            np.einsum("gab,gcb->gac", self.local_chol, self.local_chol),
+            np.einsum("gab,gbs->gas", self.local_chol, self.coupling),
+            self.shared_chol @ self.shared_chol.T
+            + np.einsum("gas,gat->st", self.coupling, self.coupling),
+        )
+
     def covariance_diagonal(self):
         """The diagonal of ``P^-1 = L L^T``: the Laplace approximation's variances."""
         # L = R^-T: row j of L is column j of R^-1 ... computed through the blocks

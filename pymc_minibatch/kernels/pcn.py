@@ -99,3 +99,94 @@ def rho_search_best(search: RhoSearch) -> int:
     eligible = eligible if eligible.any() else tried
     score = np.where(eligible, search.jumps / np.maximum(search.cost, 1e-300), -np.inf)
     return int(np.argmax(score))
+
+
+def group_conditional_means(delta, factor):
+    """The Gaussian approximation's conditional mean of every group's local coordinates
+    given the shared ones, as an offset from the mode, shape ``(G, k)``.
+
+    ``delta = theta - mode``; ``factor`` the :class:`~pymc_minibatch.kernels.arrowhead.
+    ArrowheadFactor` of the approximation's precision ``P``. Given ``delta_S``, group ``g``'s
+    coordinates have mean ``-A_g^-1 B_g delta_S = -L_g^-T W_g delta_S`` (``A_g = L_g L_g^T``,
+    ``B_g = L_g W_g``), independently across groups.
+    """
+    left = np.transpose(factor.local_chol_inverse, (0, 2, 1))  # L_g^-T
+    return -np.einsum("gab,gbs,s->ga", left, factor.coupling, delta[factor.shared])
+
+
+def stacked_pcn(rng: np.random.Generator, position, mean, precision_chol, rho: float):
+    """pCN moves of ``G`` independent blocks, each reversible for ``N(mean_g, A_g^-1)``
+    with ``A_g = C_g C_g^T`` (``precision_chol``, lower, shape ``(G, k, k)``).
+
+    Returns the proposal (shape ``(G, k)``) and each block's ``log N(x_g) - log N(x'_g)``,
+    the reference densities' ratio that enters its acceptance ratio.
+    """
+    xi = rng.standard_normal(position.shape)
+    noise = np.linalg.solve(np.transpose(precision_chol, (0, 2, 1)), xi[..., None])[..., 0]
+    proposal = mean + rho * (position - mean) + np.sqrt(1.0 - rho * rho) * noise
+
+    def half_square(x):  # ||C_g^T (x_g - mean_g)||^2 / 2
+        whitened = np.einsum("gba,gb->ga", precision_chol, x - mean)
+        return 0.5 * np.sum(whitened**2, axis=1)
+
+    return proposal, half_square(proposal) - half_square(position)
+
+
+class SharedBlock(NamedTuple):
+    """A block of shared coordinates and the Gaussian approximation's conditional of it
+    given every other coordinate (:func:`shared_block`)."""
+
+    coordinates: np.ndarray
+    """Positions in ``theta``."""
+    columns: np.ndarray
+    """Their positions among the matrix's shared coordinates."""
+    others: np.ndarray
+    """The other shared coordinates' positions among them."""
+    covariance_chol: np.ndarray
+    """Lower Cholesky factor of the conditional covariance ``P_TT^-1``."""
+    covariance: np.ndarray
+
+
+def shared_block(precision, coordinates) -> SharedBlock:
+    """The :class:`SharedBlock` of ``coordinates`` (shared ones of the
+    :class:`~pymc_minibatch.kernels.arrowhead.ArrowheadMatrix` ``precision``)."""
+    columns = np.flatnonzero(np.isin(precision.shared, coordinates))
+    others = np.setdiff1d(np.arange(precision.shared.size), columns)
+    covariance = np.linalg.inv(precision.shared_block[np.ix_(columns, columns)])
+    covariance = 0.5 * (covariance + covariance.T)
+    return SharedBlock(precision.shared[columns], columns, others,
+                       np.linalg.cholesky(covariance), covariance)  # fmt: skip
+
+
+def shared_conditional_mean(delta, precision, block: SharedBlock):
+    """``-P_TT^-1 P_T,rest delta_rest``: the Gaussian approximation's conditional mean of
+    ``block``'s coordinates given all the others, as an offset from the mode (``P_T,rest
+    delta_rest`` summed over the other shared coordinates and every group's coupling)."""
+    pull = precision.shared_block[np.ix_(block.columns, block.others)] @ delta[
+        precision.shared[block.others]
+    ] + np.einsum("gat,ga->t", precision.coupling[:, :, block.columns], delta[precision.local])
+    return -block.covariance @ pull
+
+
+def shared_given_rest(rng: np.random.Generator, delta, precision, block: SharedBlock,
+                      rho: float, shift=0.0):  # fmt: skip
+    """A pCN move of ``block``'s coordinates on a Gaussian conditional given all the
+    others: ``N(shared_conditional_mean + shift, P_TT^-1)`` (``shift`` a constant, such as
+    the mean gap between the draws and the approximation's conditional mean, measured
+    while tuning).
+
+    Returns the proposed ``delta`` and the Gaussian's ``log N(x) - log N(x')``, which enters
+    the acceptance ratio (the whole approximation's density ratio only when ``shift`` is
+    zero)."""
+    mean = shared_conditional_mean(delta, precision, block) + shift
+    current = delta[block.coordinates]
+    noise = block.covariance_chol @ rng.standard_normal(block.coordinates.size)
+    moved = mean + rho * (current - mean) + np.sqrt(1.0 - rho * rho) * noise
+    proposal = delta.copy()
+    proposal[block.coordinates] = moved
+    precision_block = precision.shared_block[np.ix_(block.columns, block.columns)]
+
+    def half_square(x):
+        return 0.5 * float((x - mean) @ precision_block @ (x - mean))
+
+    return proposal, half_square(moved) - half_square(current)

@@ -669,6 +669,21 @@ class MinibatchModel:
                                                                      outputs)  # fmt: skip
         return function
 
+    def theta_function(self, outputs):
+        """A compiled function of ``theta`` alone computing ``outputs``, graphs in the model's
+        value variables that do not depend on the rows (such as
+        ``model.logp(vars, sum=False)``).
+
+        Examples
+        --------
+        >>> f = mm.theta_function(mm.model.logp(vars=mm.model.free_RVs, sum=False))
+        >>> [term.shape for term in f(np.zeros(3))]
+        [(3,)]
+        """
+        joined, theta = join_nonshared_inputs(self._initial_point, list(outputs),
+                                              self.value_vars, self.shared)  # fmt: skip
+        return self._compile_function([theta], joined)
+
     def find_map(self, theta=None):
         """Posterior mode in ``theta``-space by L-BFGS on the full-data log posterior.
 

@@ -74,6 +74,21 @@ class SecondOrderExpansion(NamedTuple):
         delta = theta - self.center
         return float(self.gradient @ delta + 0.5 * delta @ self.hessian.matvec(delta))
 
+    def group_quadratics(self, delta, delta2):
+        """Each group's share of ``quadratic(theta2) - quadratic(theta)`` when only the groups'
+        local coordinates move (``delta = theta - center``, ``delta2 = theta2 - center``
+        equal on the shared ones): the sum of ``T_i(theta2) - T_i(theta)`` over group
+        ``g``'s rows, shape (G,), as ``H`` has no entries between two groups."""
+        hessian = self.hessian
+        local, x, x2 = hessian.local, delta[hessian.local], delta2[hessian.local]
+        step = x2 - x
+        return (
+            np.einsum("ga,ga->g", self.gradient[local], step)
+            + 0.5 * np.einsum("ga,gab,gb->g", x2, hessian.local_blocks, x2)
+            - 0.5 * np.einsum("ga,gab,gb->g", x, hessian.local_blocks, x)
+            + np.einsum("ga,gas,s->g", step, hessian.coupling, delta[hessian.shared])
+        )
+
     def row_parts(self, theta, theta2, rows):
         """The linear and quadratic parts of ``T_i(theta2) - T_i(theta)`` on ``rows`` (from
         :meth:`~pymc_minibatch.MinibatchModel.gather_rows`), shape (len(rows),) each:

@@ -169,12 +169,7 @@ class BoundedMinibatchStep(MetropolisStep):
 
         inside = self.bounds.inside_region(theta) and self.bounds.inside_region(proposal)
         info = self.decide(theta, proposal, exact_diff, metrics, row_pair, full_diff, not inside)
-        if info.bound_ratio > 1.0 + BOUND_TOLERANCE:
-            raise BoundViolationError(
-                f"{type(self).__name__}: |U_i(theta') - U_i(theta)| reached "
-                f"{info.bound_ratio:.6g} x c_i M(theta, theta') at a row; the bounds are too "
-                "small for this model, so the draws would not be exact. Pass larger bounds."
-            )
+        self.check_bound_ratio(info.bound_ratio)
         stats = {
             **self.metropolis_stats(info),
             "batch_size": info.batch_size,
@@ -197,6 +192,16 @@ class BoundedMinibatchStep(MetropolisStep):
         if self.proposal == "rw":
             self.adapt_proposal_scale(info.accept)
         return RaveledVars(theta, q0.point_map_info), [stats]
+
+    def check_bound_ratio(self, bound_ratio):
+        """Raise :class:`~pymc_minibatch.exceptions.BoundViolationError` when an evaluated
+        row broke its bound (``bound_ratio`` above 1 beyond rounding)."""
+        if bound_ratio > 1.0 + BOUND_TOLERANCE:
+            raise BoundViolationError(
+                f"{type(self).__name__}: |U_i(theta') - U_i(theta)| reached "
+                f"{bound_ratio:.6g} x c_i M(theta, theta') at a row; the bounds are too "
+                "small for this model, so the draws would not be exact. Pass larger bounds."
+            )
 
     def _propose(self, theta):
         """A proposal and its part of the exact log-ratio: the proposal densities' ratio

@@ -1,12 +1,18 @@
 """TunaMH as a PyMC step method."""
 
 import numpy as np
+from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_float
+from pymc_minibatch.kernels.pcn import RHO_CANDIDATES, rho_search_update
 from pymc_minibatch.kernels.tuna import tuna_step
+from pymc_minibatch.model.group_prior import group_prior
 from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep, BoundedStepState
+from pymc_minibatch.step_methods.group_moves import SHARED_KAPPA, GroupMoves
+
+GROUP_MOVES = ("auto", True, False)
 
 #: chi is tuned so that kappa = chi * C * E[m] equals this (lambda ~ (1 + kappa) C E[m]):
 #: acceptance collapses for kappa << 1, while the batch grows like (1 + kappa) times its
@@ -20,6 +26,7 @@ MAX_BATCH_FRACTION = 0.1
 class TunaMHState(BoundedStepState):
     chi: float
     mean_metric: float | None
+    group_state: object
 
 
 class TunaMH(BoundedMinibatchStep):
@@ -98,6 +105,19 @@ class TunaMH(BoundedMinibatchStep):
     fallback : bool, default True
         Take a full-data MH step when ``lambda >= N`` (exactness is kept, since ``lambda``
         is symmetric in the two points).
+    group_moves : {"auto", True, False}, default "auto"
+        On a hierarchical model (parameters that only one group's rows touch, found in the
+        graph), each step is a sweep of block moves
+        (:mod:`pymc_minibatch.step_methods.group_moves`): the population parameters no row
+        touches by a random walk on the prior alone, every group given the shared
+        parameters (each accepted on a minibatch of its own rows), then the shared
+        parameters by TunaMH over all rows. A move of all parameters at once is rarely
+        accepted with a thousand groups. ``"auto"`` uses them where the model has groups,
+        the pCN path is taken and the prior splits by group; ``True`` raises when that is
+        not so. The statistics ``group_accept``, ``shared_accept`` and
+        ``population_accept`` give each kind of move's acceptance (NaN without group
+        moves); ``accept`` is then the groups' mean and ``proposal_scale`` the population
+        random walk's scale.
     model : pymc.Model, optional
     data : dict, optional
         Arrays to read the rows from instead of the model's data (``{name: array}``, by
@@ -144,20 +164,62 @@ class TunaMH(BoundedMinibatchStep):
         "kept": (np.int64, []),
         "fallback": (bool, []),
         "chi": (np.float64, []),
+        "group_accept": (np.float64, []),
+        "shared_accept": (np.float64, []),
+        "population_accept": (np.float64, []),
+        "group_rho": (np.float64, []),
+        "group_chi": (np.float64, []),
     }
     _state_class = TunaMHState
 
     @renamed_arguments(step_size="proposal_scale")
-    def __init__(self, vars=None, *, chi=None, fallback=True, **options):
+    def __init__(self, vars=None, *, chi=None, fallback=True, group_moves="auto", **options):
         # options: those of BoundedMinibatchStep and MetropolisStep (see the docstring)
+        if not any(group_moves is choice for choice in GROUP_MOVES):
+            raise ValueError(f"group_moves must be 'auto', True or False, got {group_moves!r}")
         self.fixed_chi = positive_float("chi", chi, allow_none=True)
         self.fallback = bool(fallback)
         super().__init__(vars, **options)
+        self.group_moves = self._resolve_group_moves(group_moves)
+        self.target_kappa = TARGET_KAPPA if self.group_moves is None else SHARED_KAPPA
+
+    def __repr__(self):
+        text = super().__repr__()
+        return text if self.group_moves is None else f"{text[:-1]}, group_moves=True)"
+
+    def _resolve_group_moves(self, group_moves):
+        """The :class:`~pymc_minibatch.step_methods.group_moves.GroupMoves` of a hierarchical
+        model, or None (see the ``group_moves`` parameter)."""
+        if group_moves is False:
+            return None
+        bounds = self.bounds
+        reason = None
+        if not (bounds.structured and bounds.groups is not None and bounds.n_groups):
+            reason = "the model has no groups (no parameter that only one group's rows touch)"
+        elif self.proposal != "pcn":
+            reason = "they need the pCN proposal with second-order control variates"
+        if reason is None:
+            structure = self.laplace.structure
+            split = group_prior(self.minibatch_model, structure, np.random.default_rng(0))
+            if split is None:
+                reason = ("the prior does not split by group (a prior that ties groups "
+                          "together, or a group's parameter in another variable's prior)")
+            else:
+                return GroupMoves(self, split)
+        if group_moves is True:
+            raise ValueError(f"group_moves=True is not possible here: {reason}")
+        return None
 
     def reset_tuning(self):
         super().reset_tuning()
         self.mean_metric = None
         self.chi = self.fixed_chi
+        self.group_state = None if self.group_moves is None else self.group_moves.init()
+
+    def stop_tuning(self):
+        if self.tune and self.group_moves is not None:
+            self.group_state = self.group_moves.stop_tuning(self.group_state)
+        super().stop_tuning()
 
     def proposal_changed(self):
         self.mean_metric = None  # M's scale changes with the pCN correlation: tune chi anew
@@ -166,7 +228,8 @@ class TunaMH(BoundedMinibatchStep):
         floor = self.row_bounds().total * self.mean_metric  # C Mbar: the batch when chi = 0
         if floor == 0.0:  # no move yet, or exactly quadratic likelihoods: no row is drawn
             return 1.0
-        kappa = min(TARGET_KAPPA, MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
+        kappa = min(self.target_kappa,
+                    MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
         return max(kappa, 0.1) / floor
 
     def decide(self, theta, proposal, exact_diff, metrics, row_pair, full_diff, full_data):
@@ -193,4 +256,87 @@ class TunaMH(BoundedMinibatchStep):
         )
 
     def info_stats(self, info):
-        return {"kept": info.kept, "fallback": info.fallback, "chi": self.chi}
+        return {"kept": info.kept, "fallback": info.fallback, "chi": self.chi,
+                **dict.fromkeys(("group_accept", "shared_accept", "population_accept",
+                                 "group_rho", "group_chi"), np.nan)}  # fmt: skip
+
+    def astep(self, q0: RaveledVars):
+        if self.group_moves is None:
+            return super().astep(q0)
+        return self._sweep(q0)
+
+    def _sweep(self, q0):
+        """One step with group moves: the population, the groups, then the shared
+        parameters (:mod:`pymc_minibatch.step_methods.group_moves`)."""
+        q0 = self.chain_start(q0)
+        model, moves, rng = self.minibatch_model, self.group_moves, self.rng
+        theta = q0.data
+        logprior = self.current_logprior(theta)
+        theta, logprior, population_accept, state = moves.population_moves(
+            rng, theta, logprior, model.logprior, self.group_state, self.tune
+        )
+        theta, group, state = moves.group_move(rng, theta, self.bounds, self.row_bounds(),
+                                               self.residuals.row_pair, state,
+                                               self.tune)  # fmt: skip
+        self.group_state = state
+        self.check_bound_ratio(group.bound_ratio)
+        if group.accepted.any():
+            logprior = model.logprior(theta)
+        searching = self._search_candidate()
+        if searching is not None:
+            self._set_rho(RHO_CANDIDATES[searching])
+        shared = moves.shared_proposal(rng, theta, self.rho, state)
+        shared_info, inside = None, True
+        if shared is not None:
+            proposal, exact_diff = shared
+            logprior_proposal = model.logprior(proposal)
+            remainder = self.residuals.remainder(theta, proposal)
+            exact_diff += logprior_proposal - logprior + remainder
+            current = theta
+
+            def row_pair(idx):
+                return self.residuals.row_pair(current, proposal, idx)
+
+            def full_diff():
+                return model.full_loglik(proposal) - model.full_loglik(current) - remainder
+
+            inside = self.bounds.inside_region(theta) and self.bounds.inside_region(proposal)
+            metrics = self.bounds.metrics(theta, proposal, self.metric_indices)
+            shared_info = self.decide(theta, proposal, exact_diff, metrics, row_pair,
+                                      full_diff, not inside)  # fmt: skip
+            self.check_bound_ratio(shared_info.bound_ratio)
+            if searching is not None:
+                jump = moves.factor.to_z(proposal - theta)
+                self.rho_search = rho_search_update(self.rho_search, searching,
+                                                    shared_info.accept, float(jump @ jump),
+                                                    shared_info.batch_size)  # fmt: skip
+            if shared_info.accepted:
+                theta, logprior = proposal, logprior_proposal
+        self.remember(theta, logprior)
+        if self.tune:
+            self.group_state = state = moves.adapt_shift(theta, state)
+        shared_rows = 0 if shared_info is None else shared_info.batch_size
+        stats = {
+            "tune": self.tune,
+            "accept": float(group.accept.mean()),
+            "accepted": bool(group.accepted.any() or (shared_info and shared_info.accepted)),
+            "proposal_scale": state.population_scale,
+            "nonfinite": bool(group.nonfinite or (shared_info and shared_info.nonfinite)),
+            "batch_size": group.batch_size + shared_rows,
+            "expected_batch_size": group.expected_batch_size
+            + (0.0 if shared_info is None else shared_info.expected_batch_size),
+            "bound_ratio": max(group.bound_ratio,
+                               0.0 if shared_info is None else shared_info.bound_ratio),
+            "control_variates": 2,
+            "rho": self.rho,
+            "outside_region": not inside,
+            "kept": group.kept + (0 if shared_info is None else shared_info.kept),
+            "fallback": bool(shared_info and shared_info.fallback),
+            "chi": np.nan if self.chi is None else self.chi,
+            "group_accept": float(group.accept.mean()),
+            "shared_accept": np.nan if shared_info is None else shared_info.accept,
+            "population_accept": population_accept,
+            "group_rho": state.rho,
+            "group_chi": state.chi,
+        }  # fmt: skip
+        return RaveledVars(theta, q0.point_map_info), [stats]

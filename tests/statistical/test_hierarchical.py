@@ -39,8 +39,8 @@ def _z_limit(n_scalars):
     return max(4.0, float(stats.norm.isf(FAMILY_ERROR / (2 * n_scalars))))
 
 
-def _run(step_factory, seed):
-    model = HIERARCHICAL_ZOO[MODEL].build()
+def _run(step_factory, seed, name=MODEL):
+    model = HIERARCHICAL_ZOO[name].build()
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence chatter; judged below
         step = step_factory()
@@ -50,8 +50,8 @@ def _run(step_factory, seed):
     return step, idata
 
 
-def _assert_matches_reference(idata):
-    reference = hierarchical_reference(MODEL)
+def _assert_matches_reference(idata, name=MODEL):
+    reference = hierarchical_reference(name)
     draws = scalar_draws(idata)
     z_limit = _z_limit(len(reference))
     mean_errors, sd_errors = {}, {}
@@ -72,10 +72,20 @@ def _assert_matches_reference(idata):
 
 
 @pytest.mark.slow
-def test_tunamh_defaults_are_exact_on_a_varying_intercept_model():
-    step, idata = _run(pmm.TunaMH, seed=7)
+@pytest.mark.parametrize("group_moves", ["auto", False])
+def test_tunamh_defaults_are_exact_on_a_varying_intercept_model(group_moves):
+    step, idata = _run(lambda: pmm.TunaMH(group_moves=group_moves), seed=7)
     assert step.bounds.n_groups == 100  # a metric per group, rows drawn within groups
+    assert (step.group_moves is not None) == (group_moves == "auto")
     _assert_matches_reference(idata)
+
+
+@pytest.mark.slow
+def test_tunamh_defaults_are_exact_on_a_thousand_groups():
+    name = "intercepts_logistic_G1000_centred"
+    step, idata = _run(pmm.TunaMH, seed=8, name=name)
+    assert step.group_moves is not None
+    _assert_matches_reference(idata, name)
 
 
 @pytest.mark.slow

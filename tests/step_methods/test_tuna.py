@@ -117,3 +117,50 @@ def test_flymc_stats_and_bright_rows_reset_per_chain(logistic):
     # MAP-tuned bounds are tight: only a few rows are bright at a time
     assert np.all(n_bright < 3000) and n_bright.mean() < 0.05 * 3000
     assert np.all(stats["batch_size"].values >= n_bright)
+
+
+GROUP_STATS = {"group_accept", "shared_accept", "population_accept", "group_rho", "group_chi"}
+
+
+@pytest.fixture(scope="module")
+def centred_intercepts():
+    from tests.zoo_hierarchical import intercepts_logistic
+
+    return intercepts_logistic(30, 5000, centred=True)
+
+
+def _sample(model, step, seed=5):
+    with model:
+        return pm.sample(step=step, draws=100, tune=200, chains=1, random_seed=seed,
+                         progressbar=False, compute_convergence_checks=False)  # fmt: skip
+
+
+def test_a_hierarchical_model_is_stepped_by_blocks(centred_intercepts):
+    with centred_intercepts:
+        step = pmm.TunaMH()
+    assert repr(step).endswith("group_moves=True)")
+    stats = sample_stats(_sample(centred_intercepts, step))
+    assert (TUNA_STATS | GROUP_STATS) <= set(stats.data_vars)
+    for name in ("group_accept", "shared_accept", "population_accept"):
+        values = stats[name].values
+        assert np.all((values >= 0) & (values <= 1)) and 0 < values.mean() < 1, name
+    assert np.all(stats["bound_ratio"].values <= 1.0 + BOUND_TOLERANCE)
+    tuned = stats["group_rho"].values[0]
+    assert np.all(tuned == tuned[0])  # frozen after tuning
+    first, again = (_sample(centred_intercepts, pmm.TunaMH(model=centred_intercepts), seed=9)
+                    for _ in range(2))  # fmt: skip
+    np.testing.assert_array_equal(first.posterior["a"].values, again.posterior["a"].values)
+
+
+def test_group_moves_can_be_turned_off(centred_intercepts):
+    step = pmm.TunaMH(group_moves=False, model=centred_intercepts)
+    assert "group_moves" not in repr(step)
+    stats = sample_stats(_sample(centred_intercepts, step))
+    assert np.all(np.isnan(stats["group_accept"].values))
+
+
+def test_group_moves_are_refused_where_they_cannot_run(logistic):
+    with pytest.raises(ValueError, match="no groups"):
+        pmm.TunaMH(group_moves=True, model=logistic)
+    with pytest.raises(ValueError, match="group_moves must be"):
+        pmm.TunaMH(group_moves="yes", model=logistic)
