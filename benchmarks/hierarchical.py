@@ -11,7 +11,10 @@ Samplers, one after the other in this process, each on one core and 2 chains:
 - ``nuts``: PyMC's NUTS, 1000 tuning and 1000 kept draws per chain;
 - ``nutpie``: nutpie's NUTS (PyMC 6's default when installed), the same draws; its
   compilation counts as setup;
-- ``tunamh``: ``pmm.TunaMH()`` at its defaults, 1000 tuning and 5000 kept draws;
+- ``tunamh``: ``pmm.TunaMH()`` at its defaults (group moves on a hierarchical model), 1000
+  tuning and 5000 kept draws;
+- ``tunamh_unblocked``: the same with ``group_moves=False`` (every parameter moved at once,
+  the default before group moves);
 - ``sgld``: ``pmm.SGLD(batch_size=1000)`` at its defaults (stratified batches), the same;
 - ``svgd``: ``pmm.sample_particles("svgd")`` at its defaults (its particles are the draws:
   no ESS; one kernel per coordinate here, as the model has more coordinates than
@@ -24,7 +27,8 @@ For the particle rows, ``answer_check`` holds the answer check's warning, if it 
 Per row: setup seconds (building the step: structure, Laplace fit, bounds; nutpie's
 compilation; PyMC's NUTS compiles inside ``pm.sample`` and its setup is counted in its
 total), total wall seconds (setup included), min bulk ESS over every scalar, ESS per
-second of the total, rows per step (TunaMH's mean batch), and against the reference (nutpie
+second of the total, rows per step (TunaMH's mean batch, with its moves' acceptance rates),
+and against the reference (nutpie
 when it ran, else PyMC's NUTS) the largest |mean error| in reference sds, the largest in
 combined Monte Carlo standard errors, and the range of sd / reference sd. For TunaMH the
 Laplace fit's full-data passes and seconds, and the process's peak memory, are printed.
@@ -36,8 +40,10 @@ by side on a 2-core machine (``pip install -e ".[bench]"`` installs nutpie)::
     python benchmarks/hierarchical.py --rows 100000 --groups 100 \
         --json benchmarks/results/hierarchical_N1e5_G100.json
     python benchmarks/hierarchical.py --rows 100000 --groups 1000 \
-        --samplers nutpie tunamh sgld svgd svgd_joint \
+        --samplers nutpie tunamh tunamh_unblocked sgld svgd svgd_joint \
         --json benchmarks/results/hierarchical_N1e5_G1000.json
+
+The results record the machine (CPU model, cores), the versions and the command.
 
 (PyMC's NUTS is left out at 1000 groups for time; nutpie is the reference.)
 
@@ -65,7 +71,7 @@ from tests.mcse import ess, mcse_mean  # noqa: E402
 from tests.zoo import scalar_draws  # noqa: E402
 from tests.zoo_hierarchical import intercepts_logistic  # noqa: E402
 
-SAMPLERS = ("nuts", "nutpie", "tunamh", "sgld", "svgd", "svgd_joint")
+SAMPLERS = ("nuts", "nutpie", "tunamh", "tunamh_unblocked", "sgld", "svgd", "svgd_joint")
 PARTICLES = {"svgd": "auto", "svgd_joint": "joint"}
 NUTS_DRAWS, MINIBATCH_DRAWS, TUNE, CHAINS, SEED = 1000, 5000, 1000, 2, 1
 
@@ -101,17 +107,22 @@ def run_sampler(name, model):
         setup = 0.0
     else:
         with model:
-            step = pmm.TunaMH() if name == "tunamh" else pmm.SGLD(batch_size=1000)
+            step = (pmm.TunaMH(group_moves=name == "tunamh" and "auto")
+                    if name.startswith("tunamh") else pmm.SGLD(batch_size=1000))  # fmt: skip
         setup = time.perf_counter() - started
         idata = _sample(model, step, MINIBATCH_DRAWS)
-        if name == "tunamh":
+        if name.startswith("tunamh"):
             stats = sample_stats(idata)
             extra = {
                 "rows_per_step": float(stats["batch_size"].mean()),
-                "accept": float(stats["accepted"].mean()),
                 "laplace_passes": int(step.laplace.passes),
                 "laplace_seconds": float(step.laplace.seconds),
             }
+            if step.group_moves is None:
+                extra["accept"] = float(stats["accepted"].mean())
+            else:
+                for move in ("group", "shared", "population"):
+                    extra[f"{move}_accept"] = float(stats[f"{move}_accept"].mean())
     extra["setup_s"] = setup
     extra["total_s"] = time.perf_counter() - started
     return idata, extra
@@ -144,6 +155,30 @@ def compare(summary, reference):
     return {"max_mean_error_sd": max(errors),
             "max_mean_error_mcse": max(z_scores) if z_scores else None,
             "sd_ratio_min": min(ratios), "sd_ratio_max": max(ratios)}  # fmt: skip
+
+
+def environment():
+    """The machine, the versions and the command of this run."""
+    import importlib.metadata
+    import os
+    import platform
+    import subprocess
+
+    cpuinfo = pathlib.Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines
+                if line.startswith("model name")), platform.processor())  # fmt: skip
+    versions = {}
+    for package in ("pymc", "pytensor", "numpy", "arviz", "nutpie"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=pathlib.Path(__file__).parent).stdout.strip()  # fmt: skip
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            **versions, "commit": commit or None,
+            "command": " ".join(["python", *sys.argv])}  # fmt: skip
 
 
 def peak_memory_gb():
@@ -179,7 +214,8 @@ def main(argv=None):
     rank = {"nutpie": 0, "nuts": 3 if "nutpie" in args.samplers else 1}
     order = sorted(args.samplers, key=lambda s: rank.get(s, 2))
     results = {"rows": args.rows, "draws": {"nuts": NUTS_DRAWS, "minibatch": MINIBATCH_DRAWS,
-               "tune": TUNE, "chains": CHAINS}, "runs": []}  # fmt: skip
+               "tune": TUNE, "chains": CHAINS}, "environment": environment(),
+               "runs": []}  # fmt: skip
     print(f"N = {args.rows}; setup and total in s, ESS/s over the total, accuracy against "
           "the first NUTS row: max |mean error| (ref sd), (combined MCSE), sd / ref sd")
     print(f"{'groups':7s} {'sampler':10s} {'setup':>7s} {'total':>8s} {'min ESS':>8s} "
@@ -203,7 +239,9 @@ def main(argv=None):
             if row.get("answer_check"):
                 print(f"    answer check: {row['answer_check'][:160]}...")
             if "laplace_passes" in row:
-                print(f"    TunaMH: accept {row['accept']:.3f}, Laplace fit "
+                accepts = ", ".join(f"{key.removesuffix('_accept')} {value:.3f}"
+                                    for key, value in row.items() if key.endswith("accept"))
+                print(f"    TunaMH: accept {accepts}; Laplace fit "
                       f"{row['laplace_passes']} passes in {row['laplace_seconds']:.1f} s, "
                       f"peak memory {row['peak_memory_gb']:.2f} GB so far")  # fmt: skip
             results["runs"].append(row)
