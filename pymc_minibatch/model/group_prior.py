@@ -27,16 +27,27 @@ CHECK_MOVES = 2
 
 class GroupPrior:
     """``theta -> (G,)`` log prior terms of each group's local parameters (built by
-    :func:`group_prior`)."""
+    :func:`group_prior`). Compiled on first call; it pickles with its adapter and
+    compiles again where it is unpickled."""
 
-    def __init__(self, function, element_groups, n_groups):
-        self.function = function
+    def __init__(self, minibatch_model, rv_names, element_groups, n_groups):
+        self.minibatch_model = minibatch_model
+        self.rv_names = rv_names
         self.element_groups = element_groups
         self.n_groups = n_groups
+        self._function = None
 
     def __call__(self, theta):
-        values = np.concatenate([np.ravel(v) for v in self.function(theta)])
+        if self._function is None:
+            model = self.minibatch_model.model
+            terms = model.logp(vars=[model[name] for name in self.rv_names], sum=False,
+                               jacobian=True)  # fmt: skip
+            self._function = self.minibatch_model.theta_function(terms)
+        values = np.concatenate([np.ravel(v) for v in self._function(theta)])
         return np.bincount(self.element_groups, values, minlength=self.n_groups)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_function": None}
 
 
 def group_prior(minibatch_model, structure, rng):
@@ -76,8 +87,7 @@ def group_prior(minibatch_model, structure, rng):
         element_groups.append(per_element[..., 0].ravel())
     if not rvs:
         return None
-    terms = model.logp(vars=rvs, sum=False, jacobian=True)
-    split = GroupPrior(mm.theta_function(terms), np.concatenate(element_groups),
+    split = GroupPrior(mm, [rv.name for rv in rvs], np.concatenate(element_groups),
                        structure.n_groups)  # fmt: skip
     return split if _splits(split, mm, structure, rng) else None
 

@@ -24,8 +24,9 @@ move, each exact for its conditional, so their composition leaves the posterior 
    (:mod:`pymc_minibatch.model.group_prior`), its rows' expansions and a Poisson minibatch
    of its own rows only.
 3. A pCN move of the shared parameters that rows touch on the approximation's conditional
-   given all the others (:func:`~pymc_minibatch.kernels.pcn.shared_given_rest`), decided by
-   TunaMH over all rows as an unblocked step is.
+   given all the others, its mean shifted by a constant tuned while tuning
+   (:meth:`GroupMoves.adapt_shift`; :func:`~pymc_minibatch.kernels.pcn.shared_given_rest`),
+   decided by TunaMH over all rows as an unblocked step is.
 
 The correlations of moves 2 and 3 are tuned as the unblocked pCN's is
 (:mod:`pymc_minibatch.kernels.pcn`); ``chi`` of the group move is ``GROUP_KAPPA`` over the
@@ -109,8 +110,7 @@ class GroupMoves:
         self.fixed_rho = step.fixed_rho
         self.expansion = step.residuals.expansion
         self.factor = self.expansion.factor
-        precision = self.factor.matrix()
-        self.precision = precision
+        self.precision = precision = self.factor.matrix()
         population = np.intersect1d(mm.row_free_indices(), self.factor.shared)
         touched = np.setdiff1d(self.factor.shared, population)
         self.population = shared_block(precision, population) if population.size else None
@@ -118,8 +118,7 @@ class GroupMoves:
         self.split_prior = split_prior
         self.target_accept = step.target_accept
         self.likelihood_precision = -self.expansion.hessian.local_blocks
-        self.prior_hessian_vector = mm.prior_function("prior_hessian_vector",
-                                                      prior_hessian_vector)  # fmt: skip
+        self.minibatch_model = mm
         local = self.factor.local
         self.slot_directions = np.zeros((local.shape[1], mm.ndim))
         for j in range(local.shape[1]):
@@ -177,7 +176,10 @@ class GroupMoves:
         shared = self.factor.shared
         point[shared] = theta[shared]
         local = self.factor.local
-        prior = np.stack([-self.prior_hessian_vector(point, direction)[local]
+        # compiled once by the adapter (again after unpickling, with the adapter)
+        hessian_vector = self.minibatch_model.prior_function("prior_hessian_vector",
+                                                             prior_hessian_vector)  # fmt: skip
+        prior = np.stack([-hessian_vector(point, direction)[local]
                           for direction in self.slot_directions], axis=-1)  # fmt: skip
         blocks = self.likelihood_precision + 0.5 * (prior + np.transpose(prior, (0, 2, 1)))
         positive = np.all(np.linalg.eigvalsh(blocks) > 0.0, axis=1) & np.all(

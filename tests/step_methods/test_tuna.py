@@ -164,3 +164,15 @@ def test_group_moves_are_refused_where_they_cannot_run(logistic):
         pmm.TunaMH(group_moves=True, model=logistic)
     with pytest.raises(ValueError, match="group_moves must be"):
         pmm.TunaMH(group_moves="yes", model=logistic)
+
+
+def test_group_moves_pickle_with_their_step(centred_intercepts):
+    import cloudpickle
+
+    step = pmm.TunaMH(model=centred_intercepts)
+    theta = step.laplace.draw(np.random.default_rng(0))
+    moves = step.group_moves
+    restored = cloudpickle.loads(cloudpickle.dumps(step)).group_moves  # as for chain processes
+    np.testing.assert_allclose(restored.split_prior(theta), moves.split_prior(theta), rtol=1e-12)
+    np.testing.assert_allclose(restored.group_precisions(theta), moves.group_precisions(theta),
+                               rtol=1e-12)  # fmt: skip
