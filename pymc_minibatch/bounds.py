@@ -156,13 +156,11 @@ class Bounds:
         """Whether ``theta`` lies where the bounds hold (everywhere without a region)."""
         if self.region_radius is None:
             return True
-        delta = theta - self.center
         if isinstance(self.region_whiten, ArrowheadFactor):
             # the region of each group's coordinates and the shared ones: convex, as their
             # intersection
-            squares = _group_squares(self.region_whiten, self.region_whiten.to_z(delta))
-            return bool(np.max(squares) <= self.region_radius**2)
-        z = self.region_whiten @ delta
+            return bool(np.max(self._region_squares(theta)) <= self.region_radius**2)
+        z = self.region_whiten @ (theta - self.center)
         return bool(z @ z <= self.region_radius**2)
 
     def groups_outside_region(self, theta, theta2):
@@ -173,10 +171,13 @@ class Bounds:
         if self.region_radius is None:
             return outside
         for point in (theta, theta2):
-            z = self.region_whiten.to_z(point - self.center)
-            squares = _group_squares(self.region_whiten, z)
-            outside |= squares[: self.n_groups] > self.region_radius**2
+            outside |= self._region_squares(point)[: self.n_groups] > self.region_radius**2
         return outside
+
+    def _region_squares(self, theta):
+        """``||(z_g, z_S)||^2`` of each group and ``||z_S||^2`` last in the trust region's
+        whitening (an ArrowheadFactor)."""
+        return _group_squares(self.region_whiten, self.region_whiten.to_z(theta - self.center))
 
     def metric_indices(self, minibatch_model):
         """Indices of ``theta`` the metric runs over (``None``: all of them)."""

@@ -97,14 +97,13 @@ def _splits(split, minibatch_model, structure, rng):
     the whole log prior changes."""
     mm = minibatch_model
     laplace = mm.laplace()
+    sds = np.sqrt(laplace.covariance_diagonal())
     for _ in range(CHECK_MOVES):
         theta = laplace.draw(rng)
         moved = rng.random(structure.n_groups) < 0.5
         proposal = theta.copy()
         coordinates = structure.local[moved].ravel()
-        proposal[coordinates] += rng.normal(scale=0.1, size=coordinates.size) * np.sqrt(
-            laplace.covariance_diagonal()[coordinates]
-        )
+        proposal[coordinates] += rng.normal(scale=0.1, size=coordinates.size) * sds[coordinates]
         try:
             before, after = split(theta), split(proposal)
         except ValueError:  # an element count that does not match the variable's
@@ -112,8 +111,9 @@ def _splits(split, minibatch_model, structure, rng):
         if before.size != structure.n_groups:
             return False
         change = after - before
-        whole = mm.logprior(proposal) - mm.logprior(theta)
-        scale = CHECK_RTOL * (np.abs(before).sum() + abs(mm.logprior(theta)) + 1.0)
+        at_theta = mm.logprior(theta)
+        whole = mm.logprior(proposal) - at_theta
+        scale = CHECK_RTOL * (np.abs(before).sum() + abs(at_theta) + 1.0)
         if not np.all(np.isfinite(change)) or np.any(np.abs(change[~moved]) > scale):
             return False
         if abs(change.sum() - whole) > scale:

@@ -149,27 +149,14 @@ class BoundedMinibatchStep(MetropolisStep):
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
-        model = self.minibatch_model
         theta = q0.data
         searching = self._search_candidate()
         if searching is not None:
             self._set_rho(RHO_CANDIDATES[searching])
-        proposal, exact_diff = self._propose(theta)
-        metrics = self.bounds.metrics(theta, proposal, self.metric_indices)
-        logprior_current = self.current_logprior(theta)
-        logprior_proposal = model.logprior(proposal)
-        remainder = self.residuals.remainder(theta, proposal)
-        exact_diff += logprior_proposal - logprior_current + remainder
-
-        def row_pair(idx):
-            return self.residuals.row_pair(theta, proposal, idx)
-
-        def full_diff():
-            return model.full_loglik(proposal) - model.full_loglik(theta) - remainder
-
-        inside = self.bounds.inside_region(theta) and self.bounds.inside_region(proposal)
-        info = self.decide(theta, proposal, exact_diff, metrics, row_pair, full_diff, not inside)
-        self.check_bound_ratio(info.bound_ratio)
+        proposal, proposal_log_ratio = self._propose(theta)
+        info, logprior_proposal, inside = self.decide_proposal(
+            theta, proposal, proposal_log_ratio, self.current_logprior(theta), searching
+        )
         stats = {
             **self.metropolis_stats(info),
             "batch_size": info.batch_size,
@@ -180,18 +167,44 @@ class BoundedMinibatchStep(MetropolisStep):
             "outside_region": not inside,
             **self.info_stats(info),
         }
-        if searching is not None:
-            expansion = self.residuals.expansion
-            jump = expansion.whitened(proposal) - expansion.whitened(theta)
-            self.rho_search = rho_search_update(
-                self.rho_search, searching, info.accept, float(jump @ jump), info.batch_size
-            )
         if info.accepted:
             theta = proposal
             self.remember(proposal, logprior_proposal)
         if self.proposal == "rw":
             self.adapt_proposal_scale(info.accept)
         return RaveledVars(theta, q0.point_map_info), [stats]
+
+    def decide_proposal(self, theta, proposal, proposal_log_ratio, logprior_current,
+                        searching):  # fmt: skip
+        """Decide ``proposal`` with the bounds: ``(info, log prior at the proposal, whether
+        both points lie in the trust region)``.
+
+        ``proposal_log_ratio`` is the proposal's part of the exact log-ratio; the prior
+        difference and the remainder of the row terms' expansions join it here. While
+        ``searching`` (a candidate rho's index), the step's squared jump in whitened units
+        is added to the rho search."""
+        model = self.minibatch_model
+        metrics = self.bounds.metrics(theta, proposal, self.metric_indices)
+        logprior_proposal = model.logprior(proposal)
+        remainder = self.residuals.remainder(theta, proposal)
+        exact_diff = proposal_log_ratio + logprior_proposal - logprior_current + remainder
+
+        def row_pair(idx):
+            return self.residuals.row_pair(theta, proposal, idx)
+
+        def full_diff():
+            return model.full_loglik(proposal) - model.full_loglik(theta) - remainder
+
+        inside = self.bounds.inside_region(theta) and self.bounds.inside_region(proposal)
+        info = self.decide(theta, proposal, exact_diff, metrics, row_pair, full_diff, not inside)
+        self.check_bound_ratio(info.bound_ratio)
+        if searching is not None:
+            expansion = self.residuals.expansion
+            jump = expansion.whitened(proposal) - expansion.whitened(theta)
+            self.rho_search = rho_search_update(
+                self.rho_search, searching, info.accept, float(jump @ jump), info.batch_size
+            )
+        return info, logprior_proposal, inside
 
     def check_bound_ratio(self, bound_ratio):
         """Raise :class:`~pymc_minibatch.exceptions.BoundViolationError` when an evaluated

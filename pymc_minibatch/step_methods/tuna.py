@@ -6,7 +6,7 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_float
-from pymc_minibatch.kernels.pcn import RHO_CANDIDATES, rho_search_update
+from pymc_minibatch.kernels.pcn import RHO_CANDIDATES
 from pymc_minibatch.kernels.tuna import tuna_step
 from pymc_minibatch.model.group_prior import group_prior
 from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep, BoundedStepState
@@ -288,28 +288,10 @@ class TunaMH(BoundedMinibatchStep):
         shared = moves.shared_proposal(rng, theta, self.rho, state)
         shared_info, inside = None, True
         if shared is not None:
-            proposal, exact_diff = shared
-            logprior_proposal = model.logprior(proposal)
-            remainder = self.residuals.remainder(theta, proposal)
-            exact_diff += logprior_proposal - logprior + remainder
-            current = theta
-
-            def row_pair(idx):
-                return self.residuals.row_pair(current, proposal, idx)
-
-            def full_diff():
-                return model.full_loglik(proposal) - model.full_loglik(current) - remainder
-
-            inside = self.bounds.inside_region(theta) and self.bounds.inside_region(proposal)
-            metrics = self.bounds.metrics(theta, proposal, self.metric_indices)
-            shared_info = self.decide(theta, proposal, exact_diff, metrics, row_pair,
-                                      full_diff, not inside)  # fmt: skip
-            self.check_bound_ratio(shared_info.bound_ratio)
-            if searching is not None:
-                jump = moves.factor.to_z(proposal - theta)
-                self.rho_search = rho_search_update(self.rho_search, searching,
-                                                    shared_info.accept, float(jump @ jump),
-                                                    shared_info.batch_size)  # fmt: skip
+            proposal, proposal_log_ratio = shared
+            shared_info, logprior_proposal, inside = self.decide_proposal(
+                theta, proposal, proposal_log_ratio, logprior, searching
+            )
             if shared_info.accepted:
                 theta, logprior = proposal, logprior_proposal
         self.remember(theta, logprior)
