@@ -61,7 +61,6 @@ Each NUTS gradient sums over every row, so the NUTS rows' time grows in proporti
 """
 
 import argparse
-import json
 import logging
 import pathlib
 import resource
@@ -73,6 +72,8 @@ import numpy as np
 import pymc as pm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from run_record import environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
 from pymc_minibatch._compat import sample_stats  # noqa: E402
@@ -169,30 +170,6 @@ def compare(summary, reference):
             "sd_ratio_min": min(ratios), "sd_ratio_max": max(ratios)}  # fmt: skip
 
 
-def environment():
-    """The machine, the versions and the command of this run."""
-    import importlib.metadata
-    import os
-    import platform
-    import subprocess
-
-    cpuinfo = pathlib.Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    cpu = next((line.split(":", 1)[1].strip() for line in lines
-                if line.startswith("model name")), platform.processor())  # fmt: skip
-    versions = {}
-    for package in ("pymc", "pytensor", "numpy", "arviz", "nutpie"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=pathlib.Path(__file__).parent).stdout.strip()  # fmt: skip
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            **versions, "commit": commit or None,
-            "command": " ".join(["python", *sys.argv])}  # fmt: skip
-
-
 _STATUS, _CLEAR_REFS = pathlib.Path("/proc/self/status"), pathlib.Path("/proc/self/clear_refs")
 
 
@@ -242,7 +219,7 @@ def main(argv=None):
     rank = {"nutpie": 0, "nuts": 3 if "nutpie" in args.samplers else 1}
     order = sorted(args.samplers, key=lambda s: rank.get(s, 2))
     results = {"rows": args.rows, "draws": {"nuts": args.nuts_draws, "minibatch": MINIBATCH_DRAWS,
-               "tune": TUNE, "chains": CHAINS}, "environment": environment(),
+               "tune": TUNE, "chains": CHAINS}, "environment": environment(("nutpie",)),
                "runs": []}  # fmt: skip
     print(f"N = {args.rows}; setup and total in s, ESS/s over the total, accuracy against "
           "the first NUTS row: max |mean error| (ref sd), (combined MCSE), sd / ref sd")
@@ -274,9 +251,7 @@ def main(argv=None):
                       f"peak memory {row['setup_peak_memory_gb']:.2f} GB in the setup (data "
                       f"included), {row['peak_memory_gb']:.2f} GB in all")  # fmt: skip
             results["runs"].append(row)
-            path = pathlib.Path(args.json)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(results, indent=1) + "\n")
+            write_results(args.json, results)
 
 
 if __name__ == "__main__":

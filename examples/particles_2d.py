@@ -110,7 +110,8 @@ def particles(result, name):
 #
 # With all defaults, `sample_particles` finds the mode, whitens the posterior's curvature
 # there (preconditioning), starts the particles from the Laplace approximation and moves
-# them for `n_steps` steps with a step size that decays in the second half. The data set
+# them for `n_steps` steps with a constant step size (with control-variate gradients, the
+# default; without them it decays in the second half of the steps). The data set
 # has only 100 rows, so every step here uses all of them (the default batch is
 # `min(N, 1000)` rows); with more rows, pass a smaller `batch_size`.
 

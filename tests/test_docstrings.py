@@ -6,12 +6,16 @@ what they define), and the public methods of ``MinibatchModel``. The doctests of
 that defines one of them are run; examples that sample for long are marked
 ``# doctest: +SKIP`` in the docstrings.
 
+Examples that import an optional extra's package (Dask for ``ChunkedRows``) skip where it is not
+installed, so that ``pytest -m slow`` passes with only the ``test`` extra.
+
 A method's examples continue the example of its class: they run with the names that the class
 example defined (so ``MinibatchModel``'s methods use its ``mm``).
 """
 
 import doctest
 import importlib
+import importlib.util
 import inspect
 import re
 import types
@@ -86,10 +90,24 @@ def test_public_names_are_enumerated():
         assert expected in names
 
 
+IMPORTED = re.compile(r"^\s*(?:import|from)\s+(\w+)")
+
+
+def _missing_imports(tests):
+    """Top-level packages the examples of ``tests`` import that are not installed."""
+    imported = {match.group(1) for test in tests for example in test.examples
+                if (match := IMPORTED.match(example.source))}  # fmt: skip
+    return sorted(name for name in imported if importlib.util.find_spec(name) is None)
+
+
 def _run_module_doctests(module_name):
-    """Run a module's doctests; a method's test starts from its class test's names."""
+    """Run a module's doctests; a method's test starts from its class test's names. Skips
+    when an example imports a package that is not installed."""
     module = importlib.import_module(module_name)
     tests = sorted(doctest.DocTestFinder(exclude_empty=True).find(module), key=lambda t: t.name)
+    missing = _missing_imports(tests)
+    if missing:
+        pytest.skip(f"the examples of {module_name} need {', '.join(missing)} (an extra)")
     runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
     report = []
     finished = {}  # test name -> globals it left
@@ -109,3 +127,12 @@ def _run_module_doctests(module_name):
 def test_doctests(module_name):
     (failed, attempted), report = _run_module_doctests(module_name)
     assert failed == 0, f"{failed} of {attempted} examples failed in {module_name}:\n{report}"
+
+
+def test_examples_that_import_a_missing_package_are_found():
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(
+        ">>> import numpy as np\n>>> from not_installed_package_xyz import thing\n",
+        {}, "example", None, 0,
+    )  # fmt: skip
+    assert _missing_imports([test]) == ["not_installed_package_xyz"]

@@ -6,7 +6,9 @@ read only at the rows a sampler touches, and Zarr, Dask and xarray arrays only a
 chunks holding them (:mod:`pymc_minibatch.model.chunked`).
 """
 
+import logging
 import mmap
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -15,6 +17,8 @@ from pytensor.graph.basic import Constant
 from pytensor.tensor.type import TensorType
 
 from pymc_minibatch.model.chunked import ChunkedRows, chunked_kind
+
+_log = logging.getLogger("pymc_minibatch")
 
 
 def is_data_root(var) -> bool:
@@ -49,6 +53,15 @@ class RowSource:
         Arrays that replace some roots' values (``{root: array}``, see
         :func:`resolve_data_sources`): the model holds a placeholder there, and rows are
         read from the array.
+
+    Notes
+    -----
+    A step gathers random rows, which in a column-major (Fortran-ordered) array lie
+    scattered across memory: ``pd.DataFrame.to_numpy()`` and ``np.column_stack`` give such
+    arrays, and a gather from one costs orders of magnitude more than from a row-major copy
+    (``benchmarks/row_layout.py`` in the repository measures both). In-memory arrays
+    that are not row-major are therefore copied to row-major order once, when first read
+    (the copy is logged); a memory-mapped one cannot be, and gets a warning.
     """
 
     def __init__(self, roots, n_data, sources=None):
@@ -56,6 +69,7 @@ class RowSource:
         self.n_data = int(n_data)
         self.sources = dict(sources or {})
         self._dtypes = [r.type.dtype for r in self.roots]
+        self._row_major = {}  # root -> (its array as given, that array laid out by rows)
         # constants and sources never change: keep their arrays; pm.Data values are
         # re-read per call
         fixed = all(isinstance(r, Constant) or r in self.sources for r in self.roots)
@@ -64,7 +78,14 @@ class RowSource:
         """The sources read chunk by chunk (Zarr, Dask, xarray)."""
 
     def _array(self, root):
-        return self.sources[root] if root in self.sources else root_value(root)
+        """The rows of ``root``, laid out by rows (see the class notes)."""
+        given = self.sources[root] if root in self.sources else root_value(root)
+        cached = self._row_major.get(root)
+        if cached is not None and cached[0] is given:
+            return cached[1]
+        laid_out = row_major(given, root.name or f"of shape {np.shape(given)}")
+        self._row_major[root] = (given, laid_out)  # copied, or warned about, once
+        return laid_out
 
     def arrays(self):
         """The current full arrays (``pm.set_data`` changes are seen), without copying."""
@@ -133,6 +154,25 @@ class RowSource:
     def cache_counts(self):
         """``(hits, misses)`` of the chunk caches of the chunked sources so far."""
         return (sum(s.hits for s in self.chunked), sum(s.misses for s in self.chunked))
+
+
+def row_major(array, name):
+    """``array``, or a row-major copy of it when it is an in-memory ndarray whose rows are
+    not contiguous; a memory-mapped array in column order gets a warning instead."""
+    if not isinstance(array, np.ndarray) or array.ndim < 2 or array.flags.c_contiguous:
+        return array
+    if isinstance(array, np.memmap):
+        warnings.warn(
+            f"data '{name}' is memory-mapped in column-major order: each step reads its rows "
+            "from scattered places of the file, which can make steps hundreds of times "
+            "slower; store it in row-major (C) order",
+            UserWarning,
+            stacklevel=4,
+        )
+        return array
+    _log.info("data '%s' (%.1f MB) copied to row-major order for fast row gathers", name,
+              array.nbytes / 1e6)  # fmt: skip
+    return np.ascontiguousarray(array)
 
 
 def _take(array, idx):
