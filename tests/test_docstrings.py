@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import inspect
 import re
+import sys
 import types
 import warnings
 
@@ -101,24 +102,29 @@ def _missing_imports(tests):
 
 
 def _run_module_doctests(module_name):
-    """Run a module's doctests; a method's test starts from its class test's names. Skips
-    when an example imports a package that is not installed."""
+    """Run a module's doctests; a method's test starts from its class test's names. An
+    example that imports a package that is not installed is left out, with the tests that
+    continue it; the test skips only when nothing of the module is left to run."""
     module = importlib.import_module(module_name)
     tests = sorted(doctest.DocTestFinder(exclude_empty=True).find(module), key=lambda t: t.name)
-    missing = _missing_imports(tests)
-    if missing:
-        pytest.skip(f"the examples of {module_name} need {', '.join(missing)} (an extra)")
     runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
     report = []
-    finished = {}  # test name -> globals it left
+    finished, left_out = {}, {}  # test name -> globals it left; -> packages it lacked
     for test in tests:  # sorted by name: a class's test precedes its methods' tests
         parent = test.name.rpartition(".")[0]
+        missing = _missing_imports([test]) or left_out.get(parent)
+        if missing:
+            left_out[test.name] = missing
+            continue
         if parent in finished:
             test.globs = {**test.globs, **finished[parent]}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             runner.run(test, out=report.append, clear_globs=False)
         finished[test.name] = test.globs
+    if left_out and not finished:
+        packages = sorted({name for names in left_out.values() for name in names})
+        pytest.skip(f"the examples of {module_name} need {', '.join(packages)} (an extra)")
     return runner.summarize(verbose=False), "".join(report)
 
 
@@ -136,3 +142,21 @@ def test_examples_that_import_a_missing_package_are_found():
         {}, "example", None, 0,
     )  # fmt: skip
     assert _missing_imports([test]) == ["not_installed_package_xyz"]
+
+
+def test_only_the_examples_that_need_a_missing_package_are_left_out(monkeypatch):
+    module = types.ModuleType("module_with_an_optional_example")
+
+    def plain():
+        """>>> 1 + 1
+        3
+        """
+
+    def optional():
+        """>>> import not_installed_package_xyz"""
+
+    plain.__module__ = optional.__module__ = module.__name__
+    module.plain, module.optional = plain, optional
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    (failed, attempted), _ = _run_module_doctests(module.__name__)
+    assert (failed, attempted) == (1, 1)  # the plain example ran (and fails, as written)
