@@ -164,7 +164,7 @@ def row_major(array, name):
     if isinstance(array, np.memmap):
         warnings.warn(
             f"data '{name}' is memory-mapped in column-major order: each step reads its rows "
-            "from scattered places of the file, which can make steps hundreds of times "
+            "from scattered places of the file, which can make steps orders of magnitude "
             "slower; store it in row-major (C) order",
             UserWarning,
             stacklevel=4,
