@@ -14,6 +14,7 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 from pymc.initial_point import make_initial_point_fn
+from pymc.vartypes import continuous_types
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.answer_check import AnswerCheckWarning, SteinCheck
@@ -28,6 +29,7 @@ from pymc_minibatch.kernels.preconditioning import (
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.model import control_variates as cv
 from pymc_minibatch.model.adapter import MinibatchModel
+from pymc_minibatch.model.recentring import recentring
 from pymc_minibatch.results import draws_to_result
 
 METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
@@ -319,16 +321,17 @@ def sample_particles(
     settings = _validate(
         method, n_particles, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg
     )
-    minibatch_model = MinibatchModel(model, data=data)
-    settings["kernel"] = _kernel(kernel, method, n_particles, minibatch_model.ndim)
-    if bandwidth_scale is None and settings["kernel"] == "coordinates":
-        settings["bandwidth_scale"] = 1.0
-    discrete = sorted(set(v.name for v in model.value_vars) - set(minibatch_model.var_names))
+    discrete = sorted(v.name for v in model.value_vars if v.dtype not in continuous_types)
     if discrete:
         raise ValueError(
             f"particle methods move continuous variables only; the model has discrete free "
             f"variables {discrete}"
         )
+    centring = recentring(model)  # non-centred group effects move centred, as in pm.sample
+    minibatch_model = MinibatchModel(model if centring is None else centring.model, data=data)
+    settings["kernel"] = _kernel(kernel, method, n_particles, minibatch_model.ndim)
+    if bandwidth_scale is None and settings["kernel"] == "coordinates":
+        settings["bandwidth_scale"] = 1.0
     n_data = minibatch_model.n_data
     batch_size = _batch_size(batch_size, n_data)
     rng = np.random.default_rng(random_seed)
@@ -339,7 +342,7 @@ def sample_particles(
     thetas = (
         fit.draw(rng, n_particles)
         if laplace
-        else _initial_particles(init, minibatch_model, n_particles, rng)
+        else _initial_particles(init, minibatch_model, n_particles, rng, centring)
     )
     noise_ratio = 0.0 if use_control_variates else n_data / batch_size - 1.0
     schedule = (
@@ -624,8 +627,9 @@ def _batch_size(batch_size, n_data):
     )
 
 
-def _initial_particles(init, minibatch_model, n_particles, rng):
-    """Flat transformed starting values ``(n_particles, ndim)``."""
+def _initial_particles(init, minibatch_model, n_particles, rng, centring):
+    """Flat transformed starting values ``(n_particles, ndim)`` (an array ``init`` is in
+    the layout of the user's model, mapped to the centred one by ``centring`` if given)."""
     if isinstance(init, str):
         if init not in ("prior", "jitter"):
             raise ValueError(f"init must be 'laplace', 'prior', 'jitter' or an array, got {init!r}")
@@ -644,6 +648,9 @@ def _initial_particles(init, minibatch_model, n_particles, rng):
                          f"{thetas.shape}")  # fmt: skip
     if not np.all(np.isfinite(thetas)):
         raise ValueError("init contains non-finite values")
+    if centring is not None:
+        return np.stack([minibatch_model.theta_from_point(centring.to_centred(
+            centring.user_point(theta))) for theta in thetas])  # fmt: skip
     return thetas.copy()
 
 

@@ -123,7 +123,7 @@ class MinibatchModel:
             refuse_imputed_observations(model)
         self.model = model
         self.mode = default_compile_mode() if mode is None else mode
-        self.value_vars = _select_value_vars(model, vars)
+        self.value_vars = select_value_vars(model, vars)
         self.var_names = [v.name for v in self.value_vars]
         self._initial_point = model.initial_point()
         self._point_map_info = DictToArrayBijection.map(
@@ -1013,7 +1013,14 @@ def _vectorised_over_theta(inputs, outputs, check_bounds):
     return [thetas, *others], vectorize_graph(fgraph.outputs, replace={theta: thetas})
 
 
-def _select_value_vars(model, vars):
+def select_value_vars(model, vars):
+    """The value variables of ``vars`` (default: every continuous free variable of ``model``).
+
+    Raises
+    ------
+    ValueError
+        If ``vars`` holds a discrete variable, or ``model`` has no continuous one.
+    """
     if vars is None:
         value_vars = [v for v in model.value_vars if v.dtype in continuous_types]
         if not value_vars:

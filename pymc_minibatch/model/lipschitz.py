@@ -114,8 +114,10 @@ LOCAL_BOUNDS_REMEDY = (
 )
 NOT_LINEAR = (
     "is not linear in the sampled (transformed) parameters (a product of sampled values is "
-    "not: a non-centred group effect mu + tau * z[g] is one; write it centred, "
-    "a ~ Normal(mu, tau) and a[g], where groups have many rows), so auto bounds do not apply"
+    "not: a non-centred group effect mu + tau * z[g] is one; the samplers move "
+    "pm.Deterministic('a', mu + tau * z) with z ~ Normal(0, 1) in its centred form when "
+    "given every variable (vars=None), else write it centred, a ~ Normal(mu, tau) and "
+    "a[g]), so auto bounds do not apply"
 )
 GLOBAL_BOUNDS_REMEDY = (
     "pass bounds=pmm.bounds.GlobalBounds(lower, upper) with lower_i <= log p(y_i | theta) <= "

@@ -10,7 +10,7 @@ import functools
 
 import numpy as np
 import pymc as pm
-from pymc.blocking import RaveledVars
+from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
@@ -25,7 +25,8 @@ from pymc_minibatch.kernels.adaptation import (
     dual_averaging_update,
 )
 from pymc_minibatch.kernels.row_queue import RowQueue, queue_length
-from pymc_minibatch.model.adapter import MinibatchModel
+from pymc_minibatch.model.adapter import MinibatchModel, select_value_vars
+from pymc_minibatch.model.recentring import recentring
 
 
 @dataclass_state
@@ -63,10 +64,13 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
 
     def __init__(self, vars=None, *, model=None, data=None, blocked=True, rng=None):
         model = pm.modelcontext(model)
-        self.minibatch_model = MinibatchModel(model, vars, data=data)
+        # non-centred group effects are sampled centred when the step moves every variable
+        self.recentring = recentring(model) if vars is None else None
+        sampled_model = model if self.recentring is None else self.recentring.model
+        self.minibatch_model = MinibatchModel(sampled_model, vars, data=data)
         self.tune = True
         super().__init__(
-            self.minibatch_model.value_vars, self.minibatch_model.shared, blocked=blocked, rng=rng
+            select_value_vars(model, vars), self.minibatch_model.shared, blocked=blocked, rng=rng
         )
         if self.minibatch_model.reads_chunks:
             self.stats_dtypes_shapes = {
@@ -79,13 +83,31 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
         chunked arrays: the fraction of this step's chunk look-ups served from the cache
         (NaN for a step that read no rows)."""
         if not self.minibatch_model.reads_chunks:
-            return super().step(point)
+            return self._step_either_form(point)
         hits, misses = self.minibatch_model.chunk_cache_counts()
-        new_point, stats = super().step(point)
+        new_point, stats = self._step_either_form(point)
         now_hits, now_misses = self.minibatch_model.chunk_cache_counts()
         looked_up = now_hits + now_misses - hits - misses
         stats[0]["chunk_cache_hit_rate"] = (now_hits - hits) / looked_up if looked_up else np.nan
         return new_point, stats
+
+    def _step_either_form(self, point):
+        """PyMC's step on the model's point, or, when the model's group effects are sampled
+        centred (:mod:`pymc_minibatch.model.recentring`), the step on the centred point,
+        mapped back."""
+        if self.recentring is None:
+            return super().step(point)
+        self.recentring.sync_data()
+        for name, shared_var in self.shared.items():
+            shared_var.set_value(point[name], borrow=True)
+        centred = self.recentring.to_centred(point)
+        names = self.minibatch_model.var_names
+        q = DictToArrayBijection.map({name: centred[name] for name in names})
+        apoint, stats = self.astep(q)
+        if not isinstance(apoint, RaveledVars):
+            apoint = RaveledVars(apoint, q.point_map_info)
+        moved = self.recentring.to_user(DictToArrayBijection.rmap(apoint, start_point=centred))
+        return {name: moved[name] for name in point}, stats  # PyMC's traces read by position
 
     def reset_tuning(self):
         """Restore the untuned settings; called at the start of every chain."""

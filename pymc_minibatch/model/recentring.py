@@ -1,0 +1,268 @@
+"""The centred form of a model whose group effects are written non-centred.
+
+PyMC's documentation recommends writing a hierarchical model's group effects
+*non-centred*: ``a = pm.Deterministic("a", mu + tau * z)`` with ``z ~ Normal(0, 1)``.
+That form suits NUTS on groups with little data. Tall data make it a poor one for the
+samplers of this package: every row's linear predictor is then a *product* of sampled
+values (``tau * z[g]``), so TunaMH's bounds do not apply, and the Laplace approximation
+that starts and preconditions every sampler is a poor fit of the posterior in ``(tau,
+z)``, which curves along the group scale (the funnel seen from the other side).
+
+The *centred* form, ``a ~ Normal(mu, tau)``, describes the same distribution: the map
+``(mu, tau, z) -> (mu, tau, mu + tau z)`` is a bijection whose Jacobian ``|tau|^G`` turns
+the density of one form into the other's (Papaspiliopoulos, Roberts & Sköld 2007, "A
+general framework for the parametrization of hierarchical models", *Statistical Science*
+22(1), Section 2). A chain that leaves the centred posterior invariant therefore leaves the
+non-centred one invariant once its states are mapped back with ``z = (a - mu) / tau``,
+and its draws of ``z`` are exact draws when the chain is exact.
+
+:func:`recentring` finds every deterministic of the form ``m + s * z`` (either order of
+the sum and of the product, ``m`` and ``s`` any expressions of other variables, ``z`` a
+free ``Normal(0, sigma)`` with a constant ``sigma``, no transform and no other use) and
+builds the centred model with ``a ~ Normal(m, |s| sigma)`` and ``z`` a deterministic of
+it. :class:`Recentring` maps points between the two models.
+"""
+
+import logging
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.model.fgraph import (
+    ModelDeterministic,
+    ModelFreeRV,
+    fgraph_from_model,
+    model_deterministic,
+    model_free_rv,
+    model_from_fgraph,
+)
+from pytensor.graph.traversal import ancestors
+from pytensor.scalar import Add, Mul
+from pytensor.tensor.basic import get_underlying_scalar_constant_value
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.exceptions import NotScalarConstantError
+from pytensor.tensor.random.basic import NormalRV
+from pytensor.tensor.type_other import NoneTypeT
+
+from pymc_minibatch.model.adapter import select_value_vars
+
+_log = logging.getLogger("pymc_minibatch")
+
+
+class NonCentredEffect:
+    """One group effect ``name = m + s * standard``, with ``standard ~ Normal(0,
+    standard_sd)``."""
+
+    def __init__(self, name, standard, standard_sd):
+        self.name = name
+        self.standard = standard
+        self.standard_sd = standard_sd
+
+    def __repr__(self):
+        return f"{self.name} = m + s * {self.standard}"
+
+
+class Recentring:
+    """The centred form of a model and the maps between the two forms' points.
+
+    Built by :func:`recentring`; ``model`` is the centred model, ``effects`` the
+    :class:`NonCentredEffect` it centres. Points are dicts keyed by value-variable name;
+    the variables not centred have the same names and values in both forms.
+    """
+
+    def __init__(self, user_model, centred_model, effects):
+        self.user_model = user_model
+        self.model = centred_model
+        self.effects = effects
+        self._effects_of_user_point = _point_function(user_model, [e.name for e in effects])
+        self._standards_of_centred_point = _point_function(
+            centred_model, [e.standard for e in effects]
+        )
+        initial = user_model.initial_point()
+        self._user_layout = DictToArrayBijection.map(
+            {v.name: initial[v.name] for v in select_value_vars(user_model, None)}
+        ).point_map_info
+        self._data_pairs = [
+            (user_model[v.name], centred_model[v.name]) for v in centred_model.data_vars
+        ]
+
+    def user_point(self, theta):
+        """The user's model's point of a flat vector of its continuous value variables
+        (in the model's order, as :class:`~pymc_minibatch.MinibatchModel` lays them out)."""
+        return DictToArrayBijection.rmap(RaveledVars(np.asarray(theta), self._user_layout))
+
+    def to_centred(self, point):
+        """The centred model's point of the user's model's ``point``."""
+        values = self._effects_of_user_point(point)
+        centred = {k: v for k, v in point.items() if k not in self._standard_names}
+        centred.update({e.name: v for e, v in zip(self.effects, values, strict=True)})
+        return centred
+
+    def to_user(self, point):
+        """The user's model's point of the centred model's ``point``."""
+        values = self._standards_of_centred_point(point)
+        user = {k: v for k, v in point.items() if k not in self._effect_names}
+        user.update({e.standard: v for e, v in zip(self.effects, values, strict=True)})
+        return user
+
+    def sync_data(self):
+        """Give the centred model the current values of the user's ``pm.Data`` (after a
+        ``pm.set_data``), without copying them."""
+        for user_var, centred_var in self._data_pairs:
+            value = user_var.get_value(borrow=True)
+            if centred_var.get_value(borrow=True) is not value:
+                centred_var.set_value(value, borrow=True)
+
+    @property
+    def _standard_names(self):
+        return {e.standard for e in self.effects}
+
+    @property
+    def _effect_names(self):
+        return {e.name for e in self.effects}
+
+    def __repr__(self):
+        return f"Recentring({', '.join(map(repr, self.effects))})"
+
+
+def _point_function(model, names):
+    """``point -> [values]`` of ``model``'s variables ``names`` in terms of its value
+    variables (a graph in terms of random variables would draw them)."""
+    outputs = model.replace_rvs_by_values([model[name] for name in names])
+    return model.compile_fn(outputs, inputs=model.value_vars, on_unused_input="ignore",
+                            point_fn=True)  # fmt: skip
+
+
+def recentring(model):
+    """The centred form of ``model``'s non-centred group effects, or None if it has none.
+
+    Parameters
+    ----------
+    model : pymc.Model
+
+    Returns
+    -------
+    Recentring or None
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> from pymc_minibatch.model.recentring import recentring
+    >>> groups = np.arange(20) % 4
+    >>> with pm.Model() as model:
+    ...     mu, tau = pm.Normal("mu"), pm.HalfNormal("tau")
+    ...     z = pm.Normal("z", 0, 1, shape=4)
+    ...     a = pm.Deterministic("a", mu + tau * z)
+    ...     y = pm.Normal("y", a[groups], 1, observed=np.zeros(20))
+    >>> centring = recentring(model)
+    >>> centring
+    Recentring(a = m + s * z)
+    >>> sorted(v.name for v in centring.model.value_vars)
+    ['a', 'mu', 'tau_log__']
+    >>> point = {"mu": 1.0, "tau_log__": np.log(2.0), "z": np.arange(4.0)}
+    >>> centring.to_centred(point)["a"]
+    array([1., 3., 5., 7.])
+    >>> centring.to_user(centring.to_centred(point))["z"]
+    array([0., 1., 2., 3.])
+    """
+    if model.parent is not None or any(v is not None for v in model.rvs_to_initial_values.values()):
+        return None  # PyMC cannot rebuild these models from their graph
+    fgraph, _ = fgraph_from_model(model)
+    effects = []
+    for output in list(fgraph.outputs):
+        if output.owner is None or not isinstance(output.owner.op, ModelDeterministic):
+            continue
+        found = _non_centred(fgraph, output)
+        if found is None:
+            continue
+        location, scale, standard, standard_sd = found
+        name, dims = output.name, output.owner.inputs[1:]
+        expression = output.owner.inputs[0]
+        effect = pm.Normal.dist(mu=location, sigma=pt.abs(scale) * standard_sd,
+                                shape=_shape_of(standard))  # fmt: skip
+        effect.name = name
+        value = effect.type(name=name)
+        fgraph.remove_output(fgraph.outputs.index(output))
+        effect_var = model_free_rv(effect, value, None, *dims)
+        fgraph.replace(expression, effect_var, import_missing=True)
+        standard_expression = (effect_var - location) / scale
+        standard_expression.name = standard.name
+        standard_dims = standard.owner.inputs[2:]
+        fgraph.replace(standard, model_deterministic(standard_expression, *standard_dims),
+                       import_missing=True)  # fmt: skip
+        effects.append(NonCentredEffect(name, standard.name, standard_sd))
+    if not effects:
+        return None
+    centred = model_from_fgraph(fgraph, mutate_fgraph=True)
+    _log.info("sampling the centred form of the non-centred group effects %s",
+              ", ".join(map(repr, effects)))  # fmt: skip
+    return Recentring(model, centred, effects)
+
+
+def _non_centred(fgraph, output):
+    """``(m, s, z, sigma)`` when the deterministic ``output`` is ``m + s * z`` with ``z`` a
+    free ``Normal(0, sigma)`` used nowhere else, else None."""
+    expression = output.owner.inputs[0]
+    if not _is_elemwise(expression, Add) or len(expression.owner.inputs) != 2:
+        return None
+    for location, product in (expression.owner.inputs, expression.owner.inputs[::-1]):
+        if not _is_elemwise(product, Mul) or len(product.owner.inputs) != 2:
+            continue
+        for scale, standard in (product.owner.inputs, product.owner.inputs[::-1]):
+            standard_sd = _standard_normal_sd(standard)
+            if (
+                standard_sd is None
+                or standard.type.ndim != expression.type.ndim
+                or _size_unknown(standard)
+            ):
+                continue
+            other_uses = [
+                node for node, _ in fgraph.clients[standard]
+                if node is not product.owner and node in fgraph.apply_nodes
+            ]  # fmt: skip
+            if other_uses or standard in set(ancestors([location, scale])):
+                continue
+            return location, scale, standard, standard_sd
+    return None
+
+
+def _shape_of(standard):
+    """The shape of the free variable ``standard``, as a graph that does not depend on it
+    (its static shape, else the size its distribution was given)."""
+    if None not in standard.type.shape:
+        return standard.type.shape
+    rv = standard.owner.inputs[0]
+    return rv.owner.op.size_param(rv.owner)
+
+
+def _size_unknown(standard):
+    rv = standard.owner.inputs[0]
+    size = rv.owner.op.size_param(rv.owner)
+    return None in standard.type.shape and (size is None or isinstance(size.type, NoneTypeT))
+
+
+def _is_elemwise(variable, scalar_op):
+    owner = variable.owner
+    return (
+        owner is not None
+        and isinstance(owner.op, Elemwise)
+        and isinstance(owner.op.scalar_op, scalar_op)
+    )
+
+
+def _standard_normal_sd(variable):
+    """``sigma`` if ``variable`` is a free ``Normal(0, sigma)`` with a constant ``sigma`` and
+    no transform, else None."""
+    owner = variable.owner
+    if owner is None or not isinstance(owner.op, ModelFreeRV) or owner.op.transform is not None:
+        return None
+    rv = owner.inputs[0]
+    if not isinstance(rv.owner.op, NormalRV):
+        return None
+    try:
+        loc, sigma = (float(get_underlying_scalar_constant_value(p))
+                      for p in rv.owner.op.dist_params(rv.owner))  # fmt: skip
+    except NotScalarConstantError:
+        return None
+    return sigma if loc == 0.0 and sigma > 0.0 else None
