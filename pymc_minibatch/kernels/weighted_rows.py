@@ -1,19 +1,18 @@
-"""Draws of row indices with probability proportional to per-row weights, in two levels.
+"""Draws of row indices with probability proportional to per-row weights.
 
-A draw is an inverse-CDF lookup of a uniform variate scaled to the weights' total, split in
-two: a binary search over the cumulative sums of the weights of fixed blocks of
-:data:`BLOCK_ROWS` rows finds the block, and a binary search over the cumulative sum of
-that block's weights, computed when the block is drawn, finds the row (the two-level
-table lookup of Knuth 1998, *The Art of Computer Programming* Vol. 2, 3rd ed., Section
-3.4.1, applied to a cumulative distribution). The sampler keeps one float per block besides
-the weights themselves: ``N / 1024`` floats at ``N`` rows, where a full cumulative sum
-would take ``N`` and Walker's alias table (Walker 1977, ACM TOMS 3(3)) ``2 N`` with a
-sequential construction (Vose 1991, IEEE TSE 17(9)) that took 13.6 s in Python at 10^7
-rows.
-
-Draws are grouped by block and handled a group of blocks at a time, so drawing many
-indices at once (a queue of them, :mod:`pymc_minibatch.kernels.row_queue`) costs one
-cumulative sum per block drawn and never allocates arrays of ``N`` elements.
+A draw is an inverse-CDF lookup of a uniform variate scaled to the weights' total. Up to
+:data:`ROW_CUMSUM_MAX_ROWS` rows the sampler keeps the cumulative sum over all rows
+(``8 N`` bytes) and a draw is one binary search in it. Above, it keeps one float per block
+of :data:`BLOCK_ROWS` rows besides the weights themselves (``N / 1024`` floats, where Walker's
+alias table (Walker 1977, ACM TOMS 3(3)) would take ``2 N`` with a sequential construction
+(Vose 1991, IEEE TSE 17(9)) that took 13.6 s in Python at 10^7 rows), and the lookup is
+split in two: a binary search over the blocks' cumulative sums finds the block, and a
+binary search over the cumulative sum of that block's weights, computed when the block is
+drawn, finds the row (the two-level table lookup of Knuth 1998, *The Art of Computer
+Programming* Vol. 2, 3rd ed., Section 3.4.1, applied to a cumulative distribution). Draws
+are then grouped by block and handled a group of blocks at a time, so drawing many indices
+at once (a queue of them, :mod:`pymc_minibatch.kernels.row_queue`) costs one cumulative sum
+per block drawn and never allocates arrays of ``N`` elements.
 """
 
 import numpy as np
@@ -22,6 +21,10 @@ import numpy as np
 #: 1024 additions, a few microseconds: far below the cost of reading the row from disk),
 #: while the block sums cost ``8 / 1024`` bytes per row.
 BLOCK_ROWS = 1024
+#: Up to this many rows the sampler keeps the cumulative sum of every row's weight (``8 N``
+#: bytes) and a draw is one binary search: a step that draws rows from most blocks (tens of
+#: thousands of rows of 10^6) would otherwise sum as many weights as a pass over the data.
+ROW_CUMSUM_MAX_ROWS = 2**24
 #: Blocks whose weights are summed cumulatively in one vectorised pass (256 blocks of 1024
 #: rows: 2 MiB per temporary array).
 BLOCKS_PER_PASS = 256
@@ -85,6 +88,12 @@ class WeightedRows:
             raise ValueError("weights must be finite, non-negative and not all zero")
         # a variate rounded up to the total would land past the last block of positive weight
         self._last_block = int(np.flatnonzero(block_sums)[-1])
+        self._row_cumulative = None
+        if self.n <= ROW_CUMSUM_MAX_ROWS:
+            self._row_cumulative = np.cumsum(weights, dtype=np.float64)
+            self.total = float(self._row_cumulative[-1])
+            # a variate rounded up to the total would land past the last row of positive weight
+            self._last_row = int(np.flatnonzero(weights)[-1])
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` independent indices (with replacement), in the order drawn."""
@@ -95,6 +104,8 @@ class WeightedRows:
         up: a variate in ``[prefix(a), prefix(b))`` lands on a row in ``[a, b)`` up to
         rounding."""
         positions = np.asarray(positions, dtype=np.int64)
+        if self._row_cumulative is not None:
+            return np.where(positions > 0, self._row_cumulative[np.maximum(positions - 1, 0)], 0.0)
         blocks = positions // self.block_rows
         before = np.where(blocks > 0, self.cumulative[np.maximum(blocks - 1, 0)], 0.0)
         within = np.zeros(positions.size)
@@ -107,6 +118,11 @@ class WeightedRows:
     def rows_at(self, scaled):
         """The rows of variates ``scaled`` in ``[0, total)`` (the inverse of the cumulative
         weights)."""
+        if self._row_cumulative is not None:
+            # the first row whose cumulative weight exceeds the variate: never a row of zero
+            # weight, whose cumulative weight equals the row's before
+            rows = np.searchsorted(self._row_cumulative, scaled, side="right")
+            return np.minimum(rows, self._last_row, out=rows)
         size = scaled.size
         blocks = np.searchsorted(self.cumulative, scaled, side="right")
         np.minimum(blocks, self._last_block, out=blocks)
@@ -126,16 +142,8 @@ class WeightedRows:
     def _rows_in_blocks(self, blocks, local, residual):
         """Rows of the variates ``residual`` (offsets within block ``blocks[local]``)."""
         width = self.block_rows
-        # whole blocks are rows of a (view) matrix, copied row by row (a fancy index of each
-        # element took 3 times as long); only the last block may be partial: padded with zeros
-        full = self.n // width
-        weights = np.zeros((blocks.size, width))
-        whole = blocks.size - int(blocks[-1] == full)  # blocks are sorted
-        matrix = self.weights[: full * width].reshape(full, width)
-        weights[:whole] = matrix[blocks[:whole]]
-        if whole < blocks.size:
-            weights[whole, : self.n - full * width] = self.weights[full * width :]
-        within = np.cumsum(weights, axis=1)
+        within = np.cumsum(self._block_weights(blocks), axis=1).ravel()
+        offsets = local * width
         # vectorised binary search of the first column whose cumulative sum exceeds the
         # variate (np.searchsorted searches one sorted array, not one row per variate)
         low = np.zeros(local.size, dtype=np.intp)
@@ -143,15 +151,31 @@ class WeightedRows:
         for _ in range(width.bit_length()):
             middle = (low + high) // 2
             open_ = low < high
-            right = open_ & (within[local, np.minimum(middle, width - 1)] <= residual)
+            right = open_ & (within[offsets + np.minimum(middle, width - 1)] <= residual)
             low = np.where(right, middle + 1, low)
             high = np.where(open_ & ~right, middle, high)
         # the column lies on a positive weight, unless rounding put the variate at or past
         # the block's sum: then the block's last row of positive weight (a drawn block has one)
         past = np.flatnonzero(low == width)
         if past.size:
-            low[past] = width - 1 - np.argmax(weights[local[past], ::-1] > 0, axis=1)
+            weights = self._block_weights(blocks[local[past]])
+            low[past] = width - 1 - np.argmax(weights[:, ::-1] > 0, axis=1)
         return blocks[local] * width + low
+
+    def _block_weights(self, blocks):
+        """The weights of ``blocks`` (sorted), one row each, the last block padded with
+        zeros."""
+        width = self.block_rows
+        # whole blocks are rows of a (view) matrix, copied row by row (a fancy index of each
+        # element took 3 times as long); only the last block may be partial
+        full = self.n // width
+        weights = np.zeros((blocks.size, width))
+        whole = blocks.size - int(blocks[-1] == full)
+        matrix = self.weights[: full * width].reshape(full, width)
+        weights[:whole] = matrix[blocks[:whole]]
+        if whole < blocks.size:
+            weights[whole, : self.n - full * width] = self.weights[full * width :]
+        return weights
 
 
 class GroupedRows:

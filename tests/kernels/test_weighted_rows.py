@@ -1,5 +1,7 @@
-"""Rows drawn with probability proportional to their weights, in two levels: block sums,
-then the block's cumulative sum; exact probabilities, zero weights, refusals."""
+"""Rows drawn with probability proportional to their weights: from the cumulative sum over
+all rows, or (above ``ROW_CUMSUM_MAX_ROWS``, which the fixture sets to 0 for a second run of
+every test) in two levels, block sums then the block's cumulative sum; exact
+probabilities, zero weights, refusals."""
 
 import numpy as np
 import pytest
@@ -9,6 +11,14 @@ from pymc_minibatch.kernels import weighted_rows
 from pymc_minibatch.kernels.weighted_rows import WeightedRows
 
 DRAWS = 400_000
+
+
+@pytest.fixture(autouse=True, params=["row_cumsum", "two_levels"])
+def lookup(request, monkeypatch):
+    """Every test once with each lookup."""
+    if request.param == "two_levels":
+        monkeypatch.setattr(weighted_rows, "ROW_CUMSUM_MAX_ROWS", 0)
+    return request.param
 
 
 def _weights(n, seed):
@@ -88,7 +98,9 @@ def test_a_variate_at_the_total_stays_on_a_row_of_positive_weight():
     assert WeightedRows(weights, block_rows=2).sample(_Top(), 3).tolist() == [3, 3, 3]
 
 
-def test_a_variate_past_its_block_sum_stays_in_the_block_on_a_positive_weight():
+def test_a_variate_past_its_block_sum_stays_in_the_block_on_a_positive_weight(lookup):
+    if lookup == "row_cumsum":
+        pytest.skip("no blocks in the lookup")
     # the block's sum (reduceat) and its cumulative sum at draw time round differently: a
     # variate at the block's upper edge must still land on a positive weight of that block
     weights = np.array([0.1, 0.2, 0.0, 1e-300, 0.0, 0.3])
@@ -115,7 +127,9 @@ def test_invalid_block_rows_raise(block_rows):
         WeightedRows([1.0, 2.0], block_rows=block_rows)
 
 
-def test_the_sampler_keeps_no_row_sized_array_of_its_own():
+def test_above_row_cumsum_max_rows_the_sampler_keeps_no_row_sized_array_of_its_own(lookup):
+    if lookup == "row_cumsum":
+        pytest.skip("the lookup keeps the cumulative sum of every row")
     weights = _weights(100_000, 7)
     sampler = WeightedRows(weights)
     assert sampler.weights is weights  # the weights by reference, not a copy
