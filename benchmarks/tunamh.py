@@ -51,13 +51,11 @@ draw (NUTS: leapfrog steps x N), TunaMH's floor C E[M] (the batch with chi = 0, 
 tuned chi), acceptance, and err/sd, err/mcse: max |mean - NUTS mean| over NUTS sd and over the
 MCSE of the difference (up to ~3 is noise).
 
-Memory: plain in-memory arrays (N = 1e7 x 10 float64 is 0.8 GB; the model graph and the
-package's design matrix for the second-order expansion each hold one copy, and the Laplace fit
-and the bounds pass over the data in chunks). The peak resident memory per problem is printed
-(``peak GB``: VmHWM, reset between problems through /proc/self/clear_refs) and was 4.5 GB at
-N = 1e7, d = 10 (3.5 GB for the robust d = 5). ``--memmap DIR`` writes X to numpy.memmap files
-in DIR instead (left there; the package then reads rows from the memmap, but still builds its
-own N x d design in memory).
+Memory: plain in-memory arrays (N = 1e7 x 10 float64 is 0.8 GB); the Laplace fit and the
+bounds pass over the data in chunks. The peak resident memory per problem is printed (``peak
+GB``: VmHWM, reset between problems through /proc/self/clear_refs). ``--memmap DIR`` writes X
+to numpy.memmap files in DIR instead (left there; the package then reads the rows it uses
+from the memmap).
 
 Run ``python benchmarks/tunamh.py``: 22 minutes on 2 shared cores for the scaling table and the
 side-by-side table at N = 1e4 (``--side-sizes 1e4 --problems logistic``); the default side-by-

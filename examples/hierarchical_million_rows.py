@@ -71,17 +71,20 @@ print(f"{len(df):,} rows, {df['store'].cat.categories.size} stores")
 print(df["store"].value_counts().describe(percentiles=[0.05, 0.5, 0.95]).round(0))
 
 # %% [markdown]
-# ## The model: write the group effects centred
+# ## The model: centred group effects
 #
 # The store codes index the intercepts; empty stores are still categories, so they get an
 # intercept that only the population informs. The design matrix comes straight out of the
 # DataFrame (pandas stores it column by column; `TunaMH` lays it out by rows once, when it
 # is built).
 #
-# Write the group effects **centred**, `a ~ Normal(mu, tau)` indexed by the store. The
-# non-centred form `mu + tau * z[store]` is a product of sampled values inside the
-# predictor, which TunaMH's bounds cannot take; `pmm.TunaMH()` refuses it with a message
-# saying so. With many rows per group the centred form is also the one NUTS prefers.
+# The group effects are written **centred**, `a ~ Normal(mu, tau)` indexed by the store;
+# with many rows per group this is also the form NUTS prefers. Written non-centred,
+# `a = pm.Deterministic("a", mu + tau * z)` with `z ~ Normal(0, 1)`, the samplers would
+# move the same model in its centred form and map their draws back to `z` (see
+# {doc}`../samplers/hierarchical`); an inline `mu + tau * z[store]` in the predictor is a
+# product of sampled values that TunaMH's bounds cannot take, and `pmm.TunaMH()` refuses it
+# with a message saying so.
 
 # %%
 coords = {"store": stores, "covariate": ["x1", "x2", "x3", "x4"]}
@@ -173,7 +176,8 @@ plt.show()
 #
 # What to keep:
 #
-# * write group effects centred, indexed by the group code;
+# * write group effects centred, or non-centred through a `pm.Deterministic`, indexed by
+#   the group code;
 # * `pmm.TunaMH()` at its defaults recognises the groups from the graph and moves them in
 #   blocks; its `group_accept`, `shared_accept` and `population_accept` statistics say how
 #   each block mixes;

@@ -51,13 +51,11 @@ _log = logging.getLogger("pymc_minibatch")
 
 
 class NonCentredEffect:
-    """One group effect ``name = m + s * standard``, with ``standard ~ Normal(0,
-    standard_sd)``."""
+    """One group effect ``name = m + s * standard``, with ``standard ~ Normal(0, sigma)``."""
 
-    def __init__(self, name, standard, standard_sd):
+    def __init__(self, name, standard):
         self.name = name
         self.standard = standard
-        self.standard_sd = standard_sd
 
     def __repr__(self):
         return f"{self.name} = m + s * {self.standard}"
@@ -86,6 +84,7 @@ class Recentring:
         self._data_pairs = [
             (user_model[v.name], centred_model[v.name]) for v in centred_model.data_vars
         ]
+        self.sync_data()  # PyMC's conversion copied the data: share the user's instead
 
     def user_point(self, theta):
         """The user's model's point of a flat vector of its continuous value variables
@@ -191,7 +190,7 @@ def recentring(model):
         standard_dims = standard.owner.inputs[2:]
         fgraph.replace(standard, model_deterministic(standard_expression, *standard_dims),
                        import_missing=True)  # fmt: skip
-        effects.append(NonCentredEffect(name, standard.name, standard_sd))
+        effects.append(NonCentredEffect(name, standard.name))
     if not effects:
         return None
     centred = model_from_fgraph(fgraph, mutate_fgraph=True)

@@ -96,6 +96,7 @@ def test_a_non_standard_normal_is_left_alone():
 def test_new_data_reach_the_centred_model_without_a_copy():
     model = _non_centred()
     centring = recentring(model)
+    assert centring.model["groups"].get_value(borrow=True) is model["groups"].get_value(borrow=True)
     new_groups = (GROUPS + 1) % 5
     with model:
         pm.set_data({"groups": new_groups})
