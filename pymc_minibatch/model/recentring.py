@@ -45,6 +45,7 @@ from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.type_other import NoneTypeT
 
+from pymc_minibatch._compat import IS_PYMC6
 from pymc_minibatch.model.adapter import select_value_vars
 
 _log = logging.getLogger("pymc_minibatch")
@@ -176,27 +177,41 @@ def recentring(model):
         if found is None:
             continue
         location, scale, standard, standard_sd = found
-        name, dims = output.name, output.owner.inputs[1:]
-        expression = output.owner.inputs[0]
+        name, expression = _name(output), output.owner.inputs[0]
         effect = pm.Normal.dist(mu=location, sigma=pt.abs(scale) * standard_sd,
                                 shape=_shape_of(standard))  # fmt: skip
         effect.name = name
         value = effect.type(name=name)
         fgraph.remove_output(fgraph.outputs.index(output))
-        effect_var = model_free_rv(effect, value, None, *dims)
+        effect_var = _model_var(model_free_rv, output, effect, value, None)
         fgraph.replace(expression, effect_var, import_missing=True)
         standard_expression = (effect_var - location) / scale
-        standard_expression.name = standard.name
-        standard_dims = standard.owner.inputs[2:]
-        fgraph.replace(standard, model_deterministic(standard_expression, *standard_dims),
+        standard_name = _name(standard)
+        standard_expression.name = standard_name
+        fgraph.replace(standard, _model_var(model_deterministic, standard, standard_expression),
                        import_missing=True)  # fmt: skip
-        effects.append(NonCentredEffect(name, standard.name))
+        effects.append(NonCentredEffect(name, standard_name))
     if not effects:
         return None
     centred = model_from_fgraph(fgraph, mutate_fgraph=True)
     _log.info("sampling the centred form of the non-centred group effects %s",
               ", ".join(map(repr, effects)))  # fmt: skip
     return Recentring(model, centred, effects)
+
+
+def _name(model_var):
+    """The name of a variable of PyMC's graph of a model (an Op property in PyMC 6)."""
+    return model_var.owner.op.name if IS_PYMC6 else model_var.name
+
+
+def _model_var(make, like, *inputs):
+    """``make(*inputs)`` (one of PyMC's ``model_free_rv``, ``model_deterministic``) with the
+    dims of the model variable ``like``: Op properties in PyMC 6, string inputs after the
+    variable (and its value) in PyMC 5."""
+    if IS_PYMC6:
+        return make(*inputs, _name(like), *like.owner.op.dims)
+    n_variables = 2 if isinstance(like.owner.op, ModelFreeRV) else 1
+    return make(*inputs, *like.owner.inputs[n_variables:])
 
 
 def _non_centred(fgraph, output):
