@@ -54,7 +54,7 @@ The results record the machine (CPU model, cores), the versions and the command.
 
 (PyMC's NUTS is left out at 1000 groups and at a million rows for time, nutpie is the
 reference there; at a million rows nutpie takes 500 tuning and 500 kept draws per chain, as
-its gradients read every row: those took 2015 s at 1000 groups, in the committed results.)
+its gradients read every row: those took 1542 s at 1000 groups, in the committed results.)
 
 Each NUTS gradient sums over every row, so the NUTS rows' time grows in proportion to
 ``--rows``; the minibatch samplers' sampling time does not.
