@@ -299,6 +299,10 @@ def sample_particles(
     median-heuristic bandwidth is then set by the distances between modes
     (``benchmarks/particles.py``, sections (a) and (d)).
 
+    Non-centred group effects (``a = pm.Deterministic("a", mu + tau * z)``, ``z ~
+    Normal(0, 1)``) are moved in the model's centred form and reported as the model writes
+    them (:mod:`pymc_minibatch.model.recentring`).
+
     Examples
     --------
     >>> import numpy as np, pymc as pm, pymc_minibatch as pmm

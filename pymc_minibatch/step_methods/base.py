@@ -47,6 +47,12 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
     base classes need from the full data), then does its own setup. ``reset_tuning`` runs
     once, after the outermost ``__init__`` has returned, so it may read anything any
     ``__init__`` set; no ``__init__`` calls it.
+
+    A step given every variable (``vars=None``) of a model with non-centred group effects
+    (``a = pm.Deterministic("a", mu + tau * z)``, ``z ~ Normal(0, 1)``) samples the model's
+    centred form and maps each draw back to ``z`` (exact for an exact step; see
+    :mod:`pymc_minibatch.model.recentring`); ``recentring`` then names the effects, else it
+    is None.
     """
 
     def __init_subclass__(cls, **kwargs):
