@@ -16,110 +16,51 @@ standard error (``sd / sqrt(100)`` combined with the reference's), each sd withi
 ``Z`` standard errors; and the answer check must stay quiet, while it reports the collapse
 of the joint kernel on the same model.
 
-TunaMH is held to the same on every model of the zoo (both families, 100 and 1000 groups,
-centred and non-centred).
-
-Marked ``slow`` (30-90 s each: the setup, then 2 x 6000 steps or 1000 particle steps).
+Marked ``slow`` (about 30 s each: the setup, then 2 x 6000 steps or 1000 particle steps).
+The other models of the zoo are in ``test_hierarchical_forms.py``.
 """
 
 import warnings
 
 import numpy as np
-import pymc as pm
 import pytest
-from scipy import stats
 
 import pymc_minibatch as pmm
-from tests.mcse import ess, mcse_mean, mcse_sd
+from tests.statistical.hierarchical_checks import (
+    assert_matches_reference,
+    run_sampler,
+    z_limit,
+)
 from tests.zoo import scalar_draws
 from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference
 
 MODEL = "intercepts_logistic_G100_centred"
-FAMILY_ERROR = 0.001
-
-
-def _z_limit(n_scalars):
-    return max(4.0, float(stats.norm.isf(FAMILY_ERROR / (2 * n_scalars))))
-
-
-def _run(step_factory, seed, name=MODEL):
-    model = HIERARCHICAL_ZOO[name].build()
-    with model, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # convergence chatter; judged below
-        step = step_factory()
-        idata = pm.sample(step=step, draws=5000, tune=1000, chains=2, cores=1,
-                          random_seed=seed, progressbar=False,
-                          compute_convergence_checks=False)  # fmt: skip
-    return step, idata
-
-
-def _assert_matches_reference(idata, name=MODEL):
-    reference = hierarchical_reference(name)
-    draws = scalar_draws(idata)
-    z_limit = _z_limit(len(reference))
-    mean_errors, sd_errors = {}, {}
-    for label, ref in reference.items():
-        values = draws[label]
-        mean_errors[label] = abs(values.mean() - ref["mean"]) / np.hypot(
-            mcse_mean(values), ref["mcse_mean"]
-        )
-        excess = max(abs(values.std() - ref["sd"]) - 0.1 * ref["sd"], 0.0)
-        sd_errors[label] = excess / np.hypot(mcse_sd(values), ref["mcse_sd"])
-    # a chain that barely moves would pass on its large standard errors: with 100 effective
-    # draws or more, the mean's window is at most 0.44 posterior sd
-    assert min(ess(draws[label]) for label in reference) >= 100
-    worst_mean = max(mean_errors, key=mean_errors.get)
-    worst_sd = max(sd_errors, key=sd_errors.get)
-    assert mean_errors[worst_mean] < z_limit, (worst_mean, mean_errors[worst_mean])
-    assert sd_errors[worst_sd] < z_limit, (worst_sd, sd_errors[worst_sd])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("group_moves", ["auto", False])
 def test_tunamh_defaults_are_exact_on_a_varying_intercept_model(group_moves):
-    step, idata = _run(lambda: pmm.TunaMH(group_moves=group_moves), seed=7)
+    step, idata = run_sampler(lambda: pmm.TunaMH(group_moves=group_moves), seed=7, name=MODEL)
     assert step.bounds.n_groups == 100  # a metric per group, rows drawn within groups
     assert (step.group_moves is not None) == (group_moves == "auto")
-    _assert_matches_reference(idata)
+    assert_matches_reference(idata, MODEL)
 
 
 @pytest.mark.slow
 def test_tunamh_defaults_are_exact_on_a_thousand_groups():
     name = "intercepts_logistic_G1000_centred"
-    step, idata = _run(pmm.TunaMH, seed=8, name=name)
+    step, idata = run_sampler(pmm.TunaMH, seed=8, name=name)
     assert step.group_moves is not None
-    _assert_matches_reference(idata, name)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    [
-        "intercepts_logistic_G100_noncentred",
-        "intercepts_logistic_G1000_noncentred",
-        "slopes_normal_G100_centred",
-        "slopes_normal_G100_noncentred",
-        "slopes_normal_G1000_centred",
-        "slopes_normal_G1000_noncentred",
-    ],
-)
-def test_tunamh_defaults_are_exact_on_every_hierarchical_zoo_model(name):
-    """The non-centred models are sampled in their centred form
-    (:mod:`pymc_minibatch.model.recentring`) and their draws of ``z`` mapped back; the
-    reference holds ``z`` and ``a`` (and ``b``) alike."""
-    step, idata = _run(pmm.TunaMH, seed=9, name=name)
-    assert (step.recentring is None) == name.endswith("_centred")
-    assert step.group_moves is not None
-    _assert_matches_reference(idata, name)
+    assert_matches_reference(idata, name)
 
 
 @pytest.mark.slow
 def test_sgld_defaults_match_nuts_on_a_varying_intercept_model():
     """Stratified batches: with uniform ones the groups of a few rows set the gradient
     noise, hence a step too small for 5000 draws to reach the effective draws asserted."""
-    step, idata = _run(lambda: pmm.SGLD(batch_size=1000), seed=7)
+    step, idata = run_sampler(lambda: pmm.SGLD(batch_size=1000), seed=7, name=MODEL)
     assert step.strata is not None and step.noise_ratio < 0.25
-    _assert_matches_reference(idata)
+    assert_matches_reference(idata, MODEL)
 
 
 def _svgd(kernel):
@@ -136,15 +77,15 @@ def test_svgd_defaults_match_nuts_on_a_varying_intercept_model():
     assert idata["posterior"].attrs["kernel"] == "coordinates"  # 106 coordinates > 100
     reference = hierarchical_reference(MODEL)
     draws = scalar_draws(idata)
-    z_limit = _z_limit(len(reference))
+    limit = z_limit(len(reference))
     for label, ref in reference.items():
         values = draws[label]
         n = values.size
         mean_error = abs(values.mean() - ref["mean"]) / np.hypot(ref["sd"] / np.sqrt(n),
                                                                   ref["mcse_mean"])  # fmt: skip
-        assert mean_error < z_limit, (label, mean_error)
+        assert mean_error < limit, (label, mean_error)
         sd_excess = max(abs(values.std() - ref["sd"]) - 0.15 * ref["sd"], 0.0)
-        assert sd_excess < z_limit * ref["sd"] / np.sqrt(2 * (n - 1)), (label, values.std())
+        assert sd_excess < limit * ref["sd"] / np.sqrt(2 * (n - 1)), (label, values.std())
 
 
 @pytest.mark.slow
