@@ -74,10 +74,12 @@ draws are the reference (``--draws`` per chain).
 before them.
 
 Results go to ``--json`` (default ``benchmarks/results/peers.json``, rewritten after every
-row) with the machine, the versions and the command. The committed results came from::
+row) with the machine, the versions and the command. The committed results
+(``benchmarks/results/peers.json``, d = 10 only) came from::
 
-    python benchmarks/peers.py --json benchmarks/results/peers.json
-    python benchmarks/peers.py --design onehot --json benchmarks/results/peers_onehot.json
+    python benchmarks/peers.py --dims 10 --jobs 1 --json benchmarks/results/peers.json
+
+The whole default grid adds d = 50, and ``--design onehot`` the data-frame design.
 
 (``pip install -e ".[bench]"`` installs nutpie and numpyro.)
 """
