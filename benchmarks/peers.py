@@ -75,11 +75,14 @@ before them.
 
 Results go to ``--json`` (default ``benchmarks/results/peers.json``, rewritten after every
 row) with the machine, the versions and the command. The committed results
-(``benchmarks/results/peers.json``, d = 10 only) came from::
+(d = 10 at both N; d = 50 at 10^5) came from::
 
     python benchmarks/peers.py --dims 10 --jobs 1 --json benchmarks/results/peers.json
+    python benchmarks/peers.py --rows 100000 --dims 50 \
+        --json benchmarks/results/peers_N1e5_d50.json
 
-The whole default grid adds d = 50, and ``--design onehot`` the data-frame design.
+The whole default grid adds d = 50 at 10^6 rows, and ``--design onehot`` the data-frame
+design.
 
 (``pip install -e ".[bench]"`` installs nutpie and numpyro.)
 """
