@@ -227,7 +227,7 @@ def _non_centred(fgraph, output):
             standard_sd = _standard_normal_sd(standard)
             if (
                 standard_sd is None
-                or standard.type.ndim != expression.type.ndim
+                or not _same_shape(standard, expression)
                 or _size_unknown(standard)
             ):
                 continue
@@ -239,6 +239,17 @@ def _non_centred(fgraph, output):
                 continue
             return location, scale, standard, standard_sd
     return None
+
+
+def _same_shape(standard, expression):
+    """Whether ``expression`` has the shape of ``standard`` (not broadcast beyond it), as far
+    as the static shapes tell: equal where both are known, broadcast nowhere else."""
+    if standard.type.ndim != expression.type.ndim:
+        return False
+    return all(
+        a == b if a is not None and b is not None else (a == 1) == (b == 1)
+        for a, b in zip(standard.type.shape, expression.type.shape, strict=True)
+    )
 
 
 def _shape_of(standard):

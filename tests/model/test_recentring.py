@@ -78,6 +78,15 @@ def test_other_deterministics_are_left_alone(build):
     assert recentring(build()) is None
 
 
+def test_a_standard_variable_broadcast_to_more_groups_is_left_alone():
+    with pm.Model() as model:
+        mu, tau = pm.Normal("mu", shape=5), pm.HalfNormal("tau")
+        z = pm.Normal("z", 0.0, 1.0, shape=1)
+        a = pm.Deterministic("a", mu + tau * z)
+        pm.Normal("y", a[GROUPS], 1.0, observed=np.zeros(GROUPS.size))
+    assert recentring(model) is None
+
+
 def test_a_standard_variable_used_elsewhere_is_left_alone():
     with _non_centred() as model:
         pm.Normal("w", model["z"].sum(), 1.0, observed=0.5)
