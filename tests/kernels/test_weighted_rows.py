@@ -1,7 +1,7 @@
 """Rows drawn with probability proportional to their weights: from the cumulative sum over
-all rows, or (above ``ROW_CUMSUM_MAX_ROWS``, which the fixture sets to 0 for a second run of
-every test) in two levels, block sums then the block's cumulative sum; exact
-probabilities, zero weights, refusals."""
+all rows, or (above ``ROW_CUMSUM_MAX_ROWS``, which the ``lookup`` fixture sets to 0 for a
+second run of the tests that use it) in two levels, block sums then the block's cumulative
+sum; exact probabilities, zero weights, refusals."""
 
 import numpy as np
 import pytest
@@ -13,9 +13,9 @@ from pymc_minibatch.kernels.weighted_rows import WeightedRows
 DRAWS = 400_000
 
 
-@pytest.fixture(autouse=True, params=["row_cumsum", "two_levels"])
+@pytest.fixture(params=["row_cumsum", "two_levels"])
 def lookup(request, monkeypatch):
-    """Every test once with each lookup."""
+    """The test once with each lookup."""
     if request.param == "two_levels":
         monkeypatch.setattr(weighted_rows, "ROW_CUMSUM_MAX_ROWS", 0)
     return request.param
@@ -36,6 +36,7 @@ def _chi_square_pvalue(counts, weights):
     return stats.chisquare(counts[positive], expected[positive]).pvalue
 
 
+@pytest.mark.usefixtures("lookup")
 @pytest.mark.parametrize("n", [1000, 1024, 37])
 def test_block_sums_encode_the_weights(n):
     weights = _weights(n, 0)
@@ -48,6 +49,7 @@ def test_block_sums_encode_the_weights(n):
     assert sampler.cumulative.size == -(-n // 16)  # one float per block beyond the weights
 
 
+@pytest.mark.usefixtures("lookup")
 @pytest.mark.parametrize(("n", "block_rows"), [(1000, 16), (1000, 1024), (5000, 64), (37, 5)])
 def test_draws_match_the_weights_chi_square(n, block_rows):
     # 400,000 draws over up to 5000 rows: the chi-square statistic's null distribution is
@@ -61,6 +63,7 @@ def test_draws_match_the_weights_chi_square(n, block_rows):
     assert _chi_square_pvalue(counts, weights) > 1e-3
 
 
+@pytest.mark.usefixtures("lookup")
 def test_many_blocks_are_drawn_a_group_at_a_time(monkeypatch):
     # more blocks drawn than are summed in one pass: the groups must join up exactly
     monkeypatch.setattr(weighted_rows, "BLOCKS_PER_PASS", 3)
@@ -75,6 +78,7 @@ def test_many_blocks_are_drawn_a_group_at_a_time(monkeypatch):
     np.testing.assert_array_equal(sampler.sample(np.random.default_rng(4), DRAWS), rows)
 
 
+@pytest.mark.usefixtures("lookup")
 def test_draws_are_the_inverse_cdf_of_the_variates():
     """Row ``i`` for the variates ``u`` with ``cumsum[i-1] <= u C < cumsum[i]``: the same rows
     as a binary search of the full cumulative sum, in the order drawn."""
@@ -93,14 +97,13 @@ class _Top:
         return np.full(size, np.nextafter(1.0, 0.0))
 
 
+@pytest.mark.usefixtures("lookup")
 def test_a_variate_at_the_total_stays_on_a_row_of_positive_weight():
     weights = np.array([0.1, 0.7, 0.0, 0.2 + 1e-17, 0.0, 0.0, 0.0, 0.0, 0.0])
     assert WeightedRows(weights, block_rows=2).sample(_Top(), 3).tolist() == [3, 3, 3]
 
 
-def test_a_variate_past_its_block_sum_stays_in_the_block_on_a_positive_weight(lookup):
-    if lookup == "row_cumsum":
-        pytest.skip("no blocks in the lookup")
+def test_a_variate_past_its_block_sum_stays_in_the_block_on_a_positive_weight():
     # the block's sum (reduceat) and its cumulative sum at draw time round differently: a
     # variate at the block's upper edge must still land on a positive weight of that block
     weights = np.array([0.1, 0.2, 0.0, 1e-300, 0.0, 0.3])
@@ -109,10 +112,13 @@ def test_a_variate_past_its_block_sum_stays_in_the_block_on_a_positive_weight(lo
     assert rows.tolist() == [1, 5]
 
 
+@pytest.mark.usefixtures("lookup")
 def test_zero_draws():
     assert WeightedRows([1.0, 2.0]).sample(np.random.default_rng(0), 0).shape == (0,)
 
 
+@pytest.mark.usefixtures("lookup")
+@pytest.mark.usefixtures("lookup")
 @pytest.mark.parametrize(
     "bad", [[], [-1.0, 2.0], [0.0, 0.0], [np.nan, 1.0], [1.0, np.inf], [[1.0]]]
 )
@@ -127,9 +133,8 @@ def test_invalid_block_rows_raise(block_rows):
         WeightedRows([1.0, 2.0], block_rows=block_rows)
 
 
-def test_above_row_cumsum_max_rows_the_sampler_keeps_no_row_sized_array_of_its_own(lookup):
-    if lookup == "row_cumsum":
-        pytest.skip("the lookup keeps the cumulative sum of every row")
+def test_above_row_cumsum_max_rows_the_sampler_keeps_no_row_sized_array_of_its_own(monkeypatch):
+    monkeypatch.setattr(weighted_rows, "ROW_CUMSUM_MAX_ROWS", 99_999)
     weights = _weights(100_000, 7)
     sampler = WeightedRows(weights)
     assert sampler.weights is weights  # the weights by reference, not a copy
@@ -137,6 +142,7 @@ def test_above_row_cumsum_max_rows_the_sampler_keeps_no_row_sized_array_of_its_o
     assert sum(v.nbytes for v in own) <= 8 * (100_000 // 1024 + 1)
 
 
+@pytest.mark.usefixtures("lookup")
 def test_float32_weights_are_kept_and_drawn_as_their_float64_values():
     """Bounds rounded up to float32 (second-order control variates keep them so): no copy
     in float64, and the draws of the same values held in float64."""
