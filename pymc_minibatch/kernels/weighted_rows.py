@@ -142,8 +142,16 @@ class WeightedRows:
     def _rows_in_blocks(self, blocks, local, residual):
         """Rows of the variates ``residual`` (offsets within block ``blocks[local]``)."""
         width = self.block_rows
-        within = np.cumsum(self._block_weights(blocks), axis=1).ravel()
-        offsets = local * width
+        # whole blocks are rows of a (view) matrix, copied row by row (a fancy index of each
+        # element took 3 times as long); only the last block may be partial: padded with zeros
+        full = self.n // width
+        weights = np.zeros((blocks.size, width))
+        whole = blocks.size - int(blocks[-1] == full)  # blocks are sorted
+        matrix = self.weights[: full * width].reshape(full, width)
+        weights[:whole] = matrix[blocks[:whole]]
+        if whole < blocks.size:
+            weights[whole, : self.n - full * width] = self.weights[full * width :]
+        within = np.cumsum(weights, axis=1)
         # vectorised binary search of the first column whose cumulative sum exceeds the
         # variate (np.searchsorted searches one sorted array, not one row per variate)
         low = np.zeros(local.size, dtype=np.intp)
@@ -151,31 +159,15 @@ class WeightedRows:
         for _ in range(width.bit_length()):
             middle = (low + high) // 2
             open_ = low < high
-            right = open_ & (within[offsets + np.minimum(middle, width - 1)] <= residual)
+            right = open_ & (within[local, np.minimum(middle, width - 1)] <= residual)
             low = np.where(right, middle + 1, low)
             high = np.where(open_ & ~right, middle, high)
         # the column lies on a positive weight, unless rounding put the variate at or past
         # the block's sum: then the block's last row of positive weight (a drawn block has one)
         past = np.flatnonzero(low == width)
         if past.size:
-            weights = self._block_weights(blocks[local[past]])
-            low[past] = width - 1 - np.argmax(weights[:, ::-1] > 0, axis=1)
+            low[past] = width - 1 - np.argmax(weights[local[past], ::-1] > 0, axis=1)
         return blocks[local] * width + low
-
-    def _block_weights(self, blocks):
-        """The weights of ``blocks`` (sorted), one row each, the last block padded with
-        zeros."""
-        width = self.block_rows
-        # whole blocks are rows of a (view) matrix, copied row by row (a fancy index of each
-        # element took 3 times as long); only the last block may be partial
-        full = self.n // width
-        weights = np.zeros((blocks.size, width))
-        whole = blocks.size - int(blocks[-1] == full)
-        matrix = self.weights[: full * width].reshape(full, width)
-        weights[:whole] = matrix[blocks[:whole]]
-        if whole < blocks.size:
-            weights[whole, : self.n - full * width] = self.weights[full * width :]
-        return weights
 
 
 class GroupedRows:
