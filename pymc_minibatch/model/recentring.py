@@ -74,6 +74,8 @@ class Recentring:
         self.user_model = user_model
         self.model = centred_model
         self.effects = effects
+        self._effect_names = {e.name for e in effects}
+        self._standard_names = {e.standard for e in effects}
         self._effects_of_user_point = _point_function(user_model, [e.name for e in effects])
         self._standards_of_centred_point = _point_function(
             centred_model, [e.standard for e in effects]
@@ -113,14 +115,6 @@ class Recentring:
             value = user_var.get_value(borrow=True)
             if centred_var.get_value(borrow=True) is not value:
                 centred_var.set_value(value, borrow=True)
-
-    @property
-    def _standard_names(self):
-        return {e.standard for e in self.effects}
-
-    @property
-    def _effect_names(self):
-        return {e.name for e in self.effects}
 
     def __repr__(self):
         return f"Recentring({', '.join(map(repr, self.effects))})"
@@ -228,7 +222,7 @@ def _non_centred(fgraph, output):
             if (
                 standard_sd is None
                 or not _same_shape(standard, expression)
-                or _size_unknown(standard)
+                or _shape_of(standard) is None
             ):
                 continue
             other_uses = [
@@ -254,17 +248,13 @@ def _same_shape(standard, expression):
 
 def _shape_of(standard):
     """The shape of the free variable ``standard``, as a graph that does not depend on it
-    (its static shape, else the size its distribution was given)."""
+    (its static shape, else the size its distribution was given), or None if neither is
+    known."""
     if None not in standard.type.shape:
         return standard.type.shape
     rv = standard.owner.inputs[0]
-    return rv.owner.op.size_param(rv.owner)
-
-
-def _size_unknown(standard):
-    rv = standard.owner.inputs[0]
     size = rv.owner.op.size_param(rv.owner)
-    return None in standard.type.shape and (size is None or isinstance(size.type, NoneTypeT))
+    return None if size is None or isinstance(size.type, NoneTypeT) else size
 
 
 def _is_elemwise(variable, scalar_op):
