@@ -55,9 +55,10 @@ def block_hessian_product(symbolic):
     its gradient and its Hessian times ``direction``.
 
     One direction per call: PyTensor 2.38's rewrites of the same product vectorised over a
-    matrix of directions (``jacobian(..., vectorize=True)``) did not finish compiling for a
-    logistic regression (a cycle in the graph); the value and gradient come with each
-    product at no extra cost (the product differentiates the gradient)."""
+    matrix of directions (``vectorize_graph``, or ``jacobian(..., vectorize=True)``) did
+    not finish compiling for some models (the demo's logistic regression); the value and
+    gradient come with each product at no extra cost (the product differentiates the
+    gradient)."""
     direction = pt.vector("direction", dtype="float64")
     total = symbolic.loglik.sum()
     gradient = pytensor.grad(total, symbolic.theta)
@@ -151,14 +152,7 @@ def full_data_curvature(minibatch_model, theta, structure=None, random_seed=0):
     """
     mm = minibatch_model
     structure = all_shared(mm.ndim) if structure is None else structure
-    if structure.shared.size > MAX_SHARED:
-        raise ValueError(
-            f"the exact curvature needs {structure.shared.size} Hessian-vector products per "
-            f"pass (coordinates touched by rows of more than one group), above {MAX_SHARED}"
-        )
-    theta = np.asarray(theta, dtype=np.float64)
-    probe = np.random.default_rng(random_seed).standard_normal(mm.ndim)
-    directions = curvature_directions(structure, probe)
+    theta, directions = _directions(mm, theta, structure, random_seed)
     function = mm.graph_function("block_hessian_product", block_hessian_product)
     block = _CurvatureBlock(function, directions)
     loglik, gradient, products = 0.0, np.zeros(mm.ndim), np.zeros((len(directions), mm.ndim))
@@ -171,15 +165,56 @@ def full_data_curvature(minibatch_model, theta, structure=None, random_seed=0):
         products[:] += block_products
 
     mm.over_all_rows(block, theta, consume=consume)
-    prior = mm.prior_function("prior_hessian_product", prior_hessian_product)
+    return _posterior_curvature(mm, theta, structure, directions, loglik, gradient, products)
+
+
+def subsample_curvature(minibatch_model, theta, rows, scale, structure=None, random_seed=0):
+    """As :func:`full_data_curvature`, with the log-likelihood of the rows ``rows`` (read by
+    :meth:`MinibatchModel.gather_rows`) times ``scale`` in place of the full data's: the
+    posterior of a subsample with each row counted ``scale`` times, whose mode is a start
+    for the full-data search (no pass over the data).
+
+    Raises
+    ------
+    StructureMismatchError, ValueError
+        As :func:`full_data_curvature`.
+    """
+    mm = minibatch_model
+    structure = all_shared(mm.ndim) if structure is None else structure
+    theta, directions = _directions(mm, theta, structure, random_seed)
+    function = mm.graph_function("block_hessian_product", block_hessian_product)
+    loglik, gradient, products = _CurvatureBlock(function, directions)(theta, *rows)
+    return _posterior_curvature(mm, theta, structure, directions, scale * loglik,
+                                scale * gradient, scale * products)  # fmt: skip
+
+
+def _directions(minibatch_model, theta, structure, random_seed):
+    """``(theta, directions)`` of a pass, after checking the number of shared coordinates."""
+    if structure.shared.size > MAX_SHARED:
+        raise ValueError(
+            f"the exact curvature needs {structure.shared.size} Hessian-vector products per "
+            f"pass (coordinates touched by rows of more than one group), above {MAX_SHARED}"
+        )
+    probe = np.random.default_rng(random_seed).standard_normal(minibatch_model.ndim)
+    return np.asarray(theta, dtype=np.float64), curvature_directions(structure, probe)
+
+
+def _posterior_curvature(minibatch_model, theta, structure, directions, loglik, gradient,
+                         products):  # fmt: skip
+    """The :class:`Curvature` from the likelihood's sums along ``directions`` (the last
+    one the random probe), with the log prior's added and the structure checked."""
+    probe = directions[-1]
+    prior = minibatch_model.prior_function("prior_hessian_product", prior_hessian_product)
     prior_value, prior_gradient, prior_products = _products(
         lambda direction: prior(theta, direction), directions
     )
-    products += prior_products
+    products = products + prior_products
     hessian = _assemble(structure, products)
     exact, assembled = products[-1], hessian.matvec(probe)
     error = np.linalg.norm(assembled - exact)
-    if structure.local.size and not error <= STRUCTURE_RTOL * (np.linalg.norm(exact) + 1e-300):
+    # (where the rows are not finite, a search is outside the support: no structure to check)
+    checked = structure.local.size and np.all(np.isfinite(exact))
+    if checked and not error <= STRUCTURE_RTOL * (np.linalg.norm(exact) + 1e-300):
         raise StructureMismatchError(
             "the Hessian couples parameters that no row couples (relative error "
             f"{error / np.linalg.norm(exact):.2g} of the structured matrix along a random "

@@ -9,19 +9,28 @@ computed on all rows, once per :class:`MinibatchModel`:
    Hessian in hierarchical models, dense otherwise;
 2. the mode ``theta_hat`` by Newton's method with the exact full-data Hessian
    (:mod:`pymc_minibatch.model.curvature`, one pass per Hessian) and a backtracking line
-   search on the log posterior (one pass per trial), damped (``P + lambda I``) where the
-   Hessian is not negative definite;
+   search on the log posterior, damped (``P + lambda I``) where the Hessian is not
+   negative definite. A full Newton step is tried with the Hessian's own pass (its value
+   decides the step), so an iteration costs one pass where Newton's method converges
+   and one more per halving elsewhere. Without groups and on more than
+   ``SUBSAMPLE_MIN_ROWS`` rows in memory, the search starts from the mode of a random
+   subsample of ``SUBSAMPLE_ROWS`` rows, each counted ``N / n`` times (found without a
+   pass over the data): a few sds from the full-data mode, which Newton's method then
+   reaches in two or three passes. Where the decrement is below ``FINAL_STEP_DECREMENT``,
+   the last Newton step is taken without a pass to check it;
 3. the precision ``P``, minus the Hessian at the mode, factorised as ``P = R R^T``
    (:mod:`pymc_minibatch.kernels.arrowhead`): the preconditioner ``theta = L z``, ``L = R^-T``;
 4. without groups, a check of ``P`` at the posterior's scale: a secant of the gradient along
-   a random direction, one Laplace sd each way (two passes). A likelihood with kinks (Laplace
-   rows) has a zero Hessian almost everywhere, so the exact ``P`` is the prior's; there the
-   secants along every axis of ``L`` replace it (see :func:`_secant_curvature`).
+   a random direction, one Laplace sd each way (two passes, or none on the subsample of
+   step 2). A likelihood with kinks (Laplace rows) has a zero Hessian almost everywhere, so
+   the exact ``P`` is the prior's; there the secants along every axis of ``L``, on all
+   rows, replace it (see :func:`_secant_curvature`).
 
 **A mode, or a warning.** The search has found a mode when Newton's decrement ``g^T P^-1 g``
-is below ``DECREMENT_TOLERANCE`` with ``P`` positive definite. Where it has not (a saddle, a
-scale running off to zero in a hierarchical model, a flat direction, an iteration limit),
-it starts again from ``RETRIES`` jittered initial points. If none ends at a mode, the fit
+is below ``FINAL_STEP_DECREMENT`` with ``P`` positive definite (it then takes that last
+step). Where it has not (a saddle, a scale running off to zero in a hierarchical model, a
+flat direction, an iteration limit), it starts again from ``RETRIES`` jittered initial
+points. If none ends at a mode, the fit
 keeps the best point found, makes its curvature positive definite (damping, reported as
 ``repaired``) and warns with :class:`LaplaceFitWarning`: a sampler that starts from it and is
 preconditioned by it then runs on a poor approximation, which its user must know.
@@ -32,8 +41,10 @@ their coefficients with the prior's scale and throws samplers thousands of poste
 out.
 """
 
+import functools
 import time
 import warnings
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -49,12 +60,19 @@ from pymc_minibatch.model.curvature import (
     Curvature,
     StructureMismatchError,
     full_data_curvature,
+    subsample_curvature,
 )
 from pymc_minibatch.model.structure import ParameterStructure, all_shared
 
 #: Newton's decrement ``g^T P^-1 g`` (twice the log-density still to gain, to second order)
-#: below which a point with a positive definite ``P`` is the mode.
+#: below which a point where ``P`` is not positive definite is a saddle or a flat direction.
 DECREMENT_TOLERANCE = 1e-9
+#: Newton's decrement below which, with ``P`` positive definite, the last Newton step is
+#: taken without a pass to check it and the search ends: near a mode Newton's method
+#: converges quadratically (for a self-concordant log posterior the decrement after the
+#: step is at most ``lambda^2 / (1 - sqrt(lambda))^4``, Boyd & Vandenberghe 2004, "Convex
+#: Optimization", section 9.6.4: about 1e-12 here).
+FINAL_STEP_DECREMENT = 1e-6
 #: Largest factor between the curvature along a random direction measured by a secant at
 #: one Laplace sd and the exact one, beyond which the secants replace it.
 SECANT_RATIO = 3.0
@@ -66,6 +84,11 @@ SECANT_SEED = 20261203
 #: model alone, so draws under ``pm.sample(random_seed=...)`` repeat (steps are built, and
 #: fit, before PyMC seeds them).
 RETRY_SEED = 20261204
+#: Rows of the subsample whose mode starts the search, and the fewest rows in memory for
+#: which it is used (below, the passes are cheap), and its seed.
+SUBSAMPLE_ROWS = 2**14
+SUBSAMPLE_MIN_ROWS = 2**16
+SUBSAMPLE_SEED = 20261205
 #: Newton iterations per start.
 MAX_ITERATIONS = 60
 #: Iterations on the local coordinates alone before the joint ones, and their tolerance
@@ -122,7 +145,8 @@ class LaplaceFit(NamedTuple):
     is_mode: bool
     """Whether the search ended at a mode (see the module docstring)."""
     decrement: float
-    """Newton's decrement ``g^T P^-1 g`` at ``mode``."""
+    """Newton's decrement ``g^T P^-1 g`` at the last point where the curvature was
+    computed (``mode``, or one Newton step before it, see ``FINAL_STEP_DECREMENT``)."""
     starts: int
     """Searches run (1 when the first ended at a mode)."""
     passes: int
@@ -141,6 +165,60 @@ class LaplaceFit(NamedTuple):
 
 class ModeNotFoundError(ValueError):
     """The search found no point where the log posterior and its gradient are finite."""
+
+
+class _Posterior(NamedTuple):
+    """What a search evaluates: the full-data posterior or a subsample's."""
+
+    curvature: Callable
+    """``(theta, structure) -> (Curvature, structure)``."""
+    logp: Callable
+    """``theta -> float``."""
+
+
+def _full_data_posterior(minibatch_model):
+    return _Posterior(functools.partial(_curvature, minibatch_model), minibatch_model.logp)
+
+
+class _Subsample(NamedTuple):
+    """``SUBSAMPLE_ROWS`` random rows (sorted), read once, each counted ``scale = N / n``
+    times."""
+
+    idx: np.ndarray
+    rows: list
+    scale: float
+
+
+def _subsample(minibatch_model, structure):
+    """A :class:`_Subsample`, or None when the model has groups (a subsample misses small
+    ones), fewer than ``SUBSAMPLE_MIN_ROWS`` rows, or rows not in memory."""
+    mm = minibatch_model
+    if structure.local.size or mm.n_data < SUBSAMPLE_MIN_ROWS or mm.reads_chunks:
+        return None
+    rng = np.random.default_rng(SUBSAMPLE_SEED)
+    idx = np.sort(rng.choice(mm.n_data, size=SUBSAMPLE_ROWS, replace=False))
+    return _Subsample(idx, mm.gather_rows(idx), mm.n_data / SUBSAMPLE_ROWS)
+
+
+def _subsample_posterior(minibatch_model, subsample):
+    mm = minibatch_model
+
+    def curvature(theta, structure):
+        return subsample_curvature(mm, theta, subsample.rows, subsample.scale, structure), structure
+
+    def logp(theta):
+        return mm.logprior(theta) + subsample.scale * float(np.sum(mm.loglik(theta, subsample.idx)))
+
+    return _Posterior(curvature, logp)
+
+
+def _subsample_start(minibatch_model, initial, structure, subsample):
+    """The mode of the subsample's posterior (see the module docstring), or ``initial``
+    without a subsample or when that search fails."""
+    if subsample is None:
+        return initial
+    search, _ = _newton(_subsample_posterior(minibatch_model, subsample), initial, structure)
+    return search.theta if search is not None and search.converged else initial
 
 
 class _Search(NamedTuple):
@@ -187,9 +265,13 @@ def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
     structure = mm.structure() if structure is None else structure
     initial = mm.initial_theta() if start is None else np.asarray(start, dtype=np.float64)
     searches = []
+    posterior, subsample = _full_data_posterior(mm), _subsample(mm, structure)
     for attempt in range(1 + RETRIES):
-        point = initial if attempt == 0 else initial + rng.uniform(-JITTER, JITTER, initial.size)
-        search, structure = _newton(mm, point, structure)
+        if attempt == 0:
+            point = _subsample_start(mm, initial, structure, subsample)
+        else:
+            point = initial + rng.uniform(-JITTER, JITTER, initial.size)
+        search, structure = _newton(posterior, point, structure)
         if search is not None:
             searches.append(search)
             if search.converged:
@@ -218,7 +300,7 @@ def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
     factor, repaired = _factor(best.precision)
     precision = best.precision
     if not structure.local.size:  # a dense Hessian: check it at the posterior's scale
-        precision, factor = _secant_curvature(mm, best.theta, precision, factor)
+        precision, factor = _secant_curvature(mm, best.theta, precision, factor, subsample)
     return LaplaceFit(
         mode=best.theta,
         preconditioner=factor,
@@ -247,31 +329,30 @@ def _finite(curvature):
     return np.isfinite(curvature.value) and np.all(np.isfinite(curvature.gradient))
 
 
-def _newton(minibatch_model, theta, structure):
-    """A damped Newton search from ``theta``: ``(_Search or None, structure)``, None when
-    the log posterior or its gradient is not finite at ``theta``.
+def _newton(posterior, theta, structure):
+    """A damped Newton search on ``posterior`` (a :class:`_Posterior`) from ``theta``:
+    ``(_Search or None, structure)``, None when the log posterior or its gradient is not
+    finite at ``theta``.
 
     With local parameters, the groups' own ones move first, the shared ones held: from an
     initial point where every group effect sits at its population mean, a joint step
     shrinks the population scale towards zero, where a centred hierarchical density is
     unbounded, and the search runs there instead of to the mode."""
-    mm = minibatch_model
-    curvature, structure = _curvature(mm, theta, structure)
+    curvature, structure = posterior.curvature(theta, structure)
     if not _finite(curvature):
         return None, structure
     if structure.local.size:
-        search, structure = _iterate(mm, theta, curvature, structure, local_only=True)
+        search, structure = _iterate(posterior, theta, curvature, structure, local_only=True)
         if not np.isfinite(search.value):
             return search, structure
         theta = search.theta
         curvature = Curvature(search.value, search.gradient, search.precision)
-    return _iterate(mm, theta, curvature, structure, local_only=False)
+    return _iterate(posterior, theta, curvature, structure, local_only=False)
 
 
-def _iterate(minibatch_model, theta, curvature, structure, local_only):
+def _iterate(posterior, theta, curvature, structure, local_only):
     """Newton iterations from ``theta`` (where ``curvature`` was computed), on the local
     coordinates alone or on all: ``(_Search, structure)``."""
-    mm = minibatch_model
     iterations, tolerance = (
         (LOCAL_ITERATIONS, LOCAL_TOLERANCE) if local_only
         else (MAX_ITERATIONS, DECREMENT_TOLERANCE)
@@ -294,34 +375,40 @@ def _iterate(minibatch_model, theta, curvature, structure, local_only):
         factor, damped = _factor(precision)
         step = factor.solve(gradient)
         decrement = float(gradient @ step)
-        if decrement <= tolerance:
-            if not damped:
-                return stop("", converged=True)
+        if decrement <= tolerance and damped:
             return stop("a point where the Hessian is not negative definite (a saddle or a "
                         "flat direction)")  # fmt: skip
-        fraction = 1.0
-        while True:
-            candidate = theta + fraction * step
-            candidate_value = mm.logp(candidate)
-            if candidate_value >= value + ARMIJO * fraction * decrement:  # False for NaN
-                break
+        if local_only and decrement <= tolerance:
+            return stop("", converged=True)
+        if not local_only and not damped and decrement <= max(tolerance, FINAL_STEP_DECREMENT):
+            theta = theta + step  # its error is of the order of the decrement squared
+            return stop("", converged=True)
+        # the full step with its curvature (one pass); halvings by the log posterior alone
+        candidate = theta + step
+        at_candidate, structure = posterior.curvature(candidate, structure)
+        fraction, candidate_value = 1.0, at_candidate.value
+        while not candidate_value >= value + ARMIJO * fraction * decrement:  # True for NaN
             fraction *= 0.5
             if fraction < MIN_STEP_FRACTION:
                 # no increase along a Newton direction: the gradient is at rounding level
                 converged = not damped and decrement <= 1e3 * tolerance
                 return stop("" if converged else "a line search that found no increase",
                             converged)  # fmt: skip
+            candidate = theta + fraction * step
+            candidate_value = posterior.logp(candidate)
         theta = candidate
         if np.max(np.abs(theta)) > RUNAWAY:
             return stop("a parameter running off to infinity in the transformed space (a "
                         "scale collapsing to zero or growing without bound)")  # fmt: skip
-        curvature, structure = _curvature(mm, theta, structure)
+        if fraction < 1.0:
+            at_candidate, structure = posterior.curvature(theta, structure)
+        curvature = at_candidate
         if not _finite(curvature):
             return stop("a point where the gradient is not finite")
     return stop(f"no convergence in {iterations} Newton iterations")
 
 
-def _secant_curvature(minibatch_model, mode, precision, factor):
+def _secant_curvature(minibatch_model, mode, precision, factor, subsample=None):
     """The curvature at the scale of the posterior, where the exact Hessian misses it.
 
     A likelihood with a kink (Laplace rows, ``|y - mu|``) has a Hessian that is zero almost
@@ -331,13 +418,21 @@ def _secant_curvature(minibatch_model, mode, precision, factor):
     g(mode - L u)) / (2 |u|^2)`` is 1 for a Gaussian posterior and close to it for a smooth
     one. Where it is off by more than ``SECANT_RATIO``, the curvature is replaced by the
     secants of the gradient along each column of ``L`` (``2 d`` passes), symmetrised, and
-    measured again at the new scale, up to ``SECANT_ROUNDS`` times."""
+    measured again at the new scale, up to ``SECANT_ROUNDS`` times.
+
+    With a :class:`_Subsample`, the first check reads its rows only: a kink shows there as
+    on all rows (the check is against a factor ``SECANT_RATIO``, far above the
+    subsample's noise), and the replacement reads all rows."""
     mm = minibatch_model
     rng = np.random.default_rng(SECANT_SEED)  # the caller's stream is left as it was
-    for _ in range(SECANT_ROUNDS):
+    for round_ in range(SECANT_ROUNDS):
         direction = rng.standard_normal(mode.size)
         step = factor.to_theta(direction)
-        change = mm.logp_and_grad(mode + step)[1] - mm.logp_and_grad(mode - step)[1]
+        if round_ == 0 and subsample is not None:
+            change = (mm.grad_estimate(mode + step, subsample.idx)[1]
+                      - mm.grad_estimate(mode - step, subsample.idx)[1])  # fmt: skip
+        else:
+            change = mm.logp_and_grad(mode + step)[1] - mm.logp_and_grad(mode - step)[1]
         ratio = -float(step @ change) / (2.0 * float(direction @ direction))
         if 1.0 / SECANT_RATIO <= ratio <= SECANT_RATIO or not np.isfinite(ratio):
             break

@@ -30,6 +30,30 @@ def test_conjugate_regression_gives_the_exact_posterior():
     assert fit.passes <= 6
 
 
+def test_tall_data_fit_starts_from_a_subsample_and_needs_few_passes(monkeypatch):
+    """On 2^17 rows, the search starts from a subsample's mode, takes its last Newton step
+    without a pass and checks the curvature's scale on the subsample: three passes, and
+    the same mode (to one more exact Newton step) and curvature as the search from the
+    initial point on all rows."""
+    rng = np.random.default_rng(3)
+    n_rows = 2**17
+    x = np.column_stack([np.ones(n_rows), rng.normal(size=(n_rows, 4))])
+    y = (rng.random(n_rows) < 1.0 / (1.0 + np.exp(-x @ [0.3, 0.8, -0.5, 0.2, 0.0]))).astype(int)
+    with pm.Model() as model:
+        pm.Normal("beta", 0, 1, shape=5)
+        pm.Bernoulli("y", logit_p=x @ model["beta"], observed=y)
+    fit = pmm.MinibatchModel(model).laplace()
+    assert fit.is_mode and fit.passes <= 3
+    monkeypatch.setattr("pymc_minibatch.model.laplace.SUBSAMPLE_MIN_ROWS", 2 * n_rows)
+    full_model = pmm.MinibatchModel(model)
+    full = full_model.laplace()
+    assert full.is_mode and full.passes > fit.passes + 2
+    gradient = full_model.logp_and_grad(full.mode)[1]
+    mode = full.mode + np.linalg.solve(full.precision.shared_block, gradient)
+    np.testing.assert_allclose(fit.mode, mode, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(fit.precision.shared_block, full.precision.shared_block, rtol=1e-5)
+
+
 def test_rare_rows_set_the_curvature_of_their_coefficient():
     """An indicator present in 20 of 100,000 rows: its coefficient's sd is set by those rows
     (about 1 / sqrt(20 p (1 - p))), not by the prior's sd of 10."""
