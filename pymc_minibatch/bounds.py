@@ -134,14 +134,21 @@ class Bounds:
                 self._row_sampler = WeightedRows(self.c)
         return self._row_sampler
 
-    def metrics(self, theta, theta2, indices=None):
+    def metrics(self, theta, theta2, indices=None, whitened=None):
         """``M_g(theta, theta')`` of each group of rows, shape ``(n_groups + 1,)`` (the last
         for rows in no group): with a structured ``whiten``, the cubic metric of
         :func:`metric` over each group's coordinates of ``z`` and the shared ones (a row of
-        group ``g`` depends on ``z`` only through them); else ``[metric(...)]``."""
+        group ``g`` depends on ``z`` only through them); else ``[metric(...)]``.
+        ``whitened``: ``(z, z')``, the pair already whitened by ``whiten`` around
+        ``center``, when the caller has them."""
         if not self.structured:
             return np.array([metric(self, theta, theta2, indices)])
-        z, z2 = self.whiten.to_z(theta - self.center), self.whiten.to_z(theta2 - self.center)
+        if whitened is None:
+            whitened = (self.whiten.to_z(theta - self.center),
+                        self.whiten.to_z(theta2 - self.center))  # fmt: skip
+        z, z2 = whitened
+        if not self.n_groups:  # one metric, of the whole (shared) vector
+            return np.array([cubic_metric(z, z2)])
         a2, b2 = _group_squares(self.whiten, z), _group_squares(self.whiten, z2)
         jump = np.sqrt(_group_squares(self.whiten, z2 - z))
         a, b = np.sqrt(a2), np.sqrt(b2)

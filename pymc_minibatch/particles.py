@@ -252,6 +252,8 @@ def sample_particles(
         ``pm.Data`` or observed-variable name; N comes from the arrays): see
         :class:`MinibatchModel`.
     progressbar : bool, default True
+        Show the particle steps, and on data of at least a million rows the full-data
+        passes of the Laplace fit, in progress bars.
 
     Returns
     -------
@@ -332,7 +334,8 @@ def sample_particles(
             f"variables {discrete}"
         )
     centring = recentring(model)  # non-centred group effects move centred, as in pm.sample
-    minibatch_model = MinibatchModel(model if centring is None else centring.model, data=data)
+    minibatch_model = MinibatchModel(model if centring is None else centring.model, data=data,
+                                     progressbar=progressbar)  # fmt: skip
     settings["kernel"] = _kernel(kernel, method, n_particles, minibatch_model.ndim)
     if bandwidth_scale is None and settings["kernel"] == "coordinates":
         settings["bandwidth_scale"] = 1.0

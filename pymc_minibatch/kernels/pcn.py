@@ -40,10 +40,11 @@ MIN_SEARCH_ACCEPT = 0.15
 OVERHEAD_ROWS = 200.0
 
 
-def pcn_propose(rng: np.random.Generator, position, mean, transform, rho: float):
-    """``mean + rho (position - mean) + sqrt(1 - rho^2) transform @ xi``, ``xi ~ N(0, I)``."""
-    noise = transform @ rng.standard_normal(position.shape)
-    return mean + rho * (position - mean) + np.sqrt(1.0 - rho * rho) * noise
+def pcn_propose(rng: np.random.Generator, z, rho: float):
+    """``rho z + sqrt(1 - rho^2) xi``, ``xi ~ N(0, I)``: the move in whitened coordinates
+    ``z = L^-1 (theta - mean)``, where it is reversible for ``N(0, I)`` (in ``theta``,
+    ``mean + rho (theta - mean) + sqrt(1 - rho^2) L xi``, reversible for ``N(mean, L L')``)."""
+    return rho * z + np.sqrt(1.0 - rho * rho) * rng.standard_normal(z.shape)
 
 
 def cubic_metric(z, z2) -> float:

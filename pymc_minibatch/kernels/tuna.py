@@ -124,8 +124,12 @@ def evaluate_rows(rng, bounds: RowBounds, loglik_pair, counts, whole):
     ``U_i(theta') - U_i(theta)`` and ``whole_delta`` the sum of it over the whole groups'
     rows; ``delta`` is None when a log-likelihood is not finite."""
     idx, groups = bounds.sample(rng, counts)
-    exact_idx = bounds.group_rows(whole)[0] if whole.size else np.empty(0, dtype=np.intp)
-    loglik_current, loglik_proposal = loglik_pair(np.concatenate([idx, exact_idx]))
+    if whole.size:
+        loglik_current, loglik_proposal = loglik_pair(
+            np.concatenate([idx, bounds.group_rows(whole)[0]])
+        )
+    else:
+        loglik_current, loglik_proposal = loglik_pair(idx)
     delta_all = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
     if not np.all(np.isfinite(delta_all)):
         return idx, groups, None, np.nan, delta_all.size
@@ -208,7 +212,9 @@ def tuna_step(
     if full_data or (fallback and lam >= n_data):
         accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, full_loglik_diff)
         return TunaInfo(accept, accepted, n_data, n_data, lam, True, nonfinite, np.nan)
-    whole = np.union1d(bounds.always_whole, whole_groups(rates, bounds))
+    whole = whole_groups(rates, bounds)
+    if bounds.always_whole.size:
+        whole = np.union1d(bounds.always_whole, whole)
     counts = draw_counts(rng, rates, lam, whole, bounds)
     log_lik_ratio, kept, bound_ratio, finite, evaluated = tuna_log_ratio(
         rng, metrics, chi, bounds, loglik_pair, counts, whole

@@ -6,7 +6,6 @@ plain NumPy out, with ``theta`` the flat vector of PyMC's transformed value vari
 """
 
 import functools
-import time
 import uuid
 from typing import NamedTuple
 
@@ -37,6 +36,7 @@ from pymc_minibatch.model.rows import (
     resolve_data_sources,
     unpickled_rows,
 )
+from pymc_minibatch.model.setup_report import SetupReport
 from pymc_minibatch.model.structure import detect_structure
 from pymc_minibatch.model.validation import (
     refuse_imputed_observations,
@@ -87,6 +87,10 @@ class MinibatchModel:
     mode : str or pytensor.compile.Mode, optional
         PyTensor compilation mode (default: PyTensor's default, without its BLAS rewrites
         when PyTensor's C backend has no BLAS to link, as with PyMC 5's pip wheels).
+    progressbar : bool, default True
+        On data of at least a million rows, show each full-data pass (of the Laplace fit,
+        the bounds, ...) in a progress bar while it runs; ``setup_report`` keeps the passes
+        and seconds of each stage either way.
 
     Raises
     ------
@@ -117,7 +121,8 @@ class MinibatchModel:
     The examples of the methods continue this one (``np``, ``model`` and ``mm``).
     """
 
-    def __init__(self, model=None, vars=None, *, data=None, check=True, mode=None, _shared=None):
+    def __init__(self, model=None, vars=None, *, data=None, check=True, mode=None,
+                 progressbar=True, _shared=None):  # fmt: skip
         model = pm.modelcontext(model)
         if check:  # first: imputed rows would fail later with an unrelated shape error
             refuse_imputed_observations(model)
@@ -161,14 +166,14 @@ class MinibatchModel:
         self._block_functions = {}
         self._laplace = None
         self._structure = None
-        self.full_data_passes = 0
-        """Passes over all N rows so far (mode search, curvature, bounds, fallback steps)."""
-        self.pass_seconds = []
-        """The wall time of each of these passes, in order."""
+        self.setup_report = SetupReport(self.n_data, progressbar)
+        """Full-data passes and seconds per stage of the construction of a step on this
+        model (:class:`~pymc_minibatch.model.setup_report.SetupReport`)."""
         if check:
-            refuse_non_finite_rows(self)  # before check(), which NaN rows would fail
-            self.check()
-            refuse_rows_outside_support(self)
+            with self.setup_report.stage("model"):
+                refuse_non_finite_rows(self)  # before check(), which NaN rows would fail
+                self.check()
+                refuse_rows_outside_support(self)
 
     # ---- points and theta ---------------------------------------------------------------
     def theta_from_point(self, point):
@@ -594,11 +599,19 @@ class MinibatchModel:
         [(1000,)]
         """
         theta = self._as_theta(theta)
-        started = time.perf_counter()
-        results = self._rows.map_chunks(function, theta, FULL_DATA_CHUNK_ROWS, consume)
-        self.full_data_passes += 1
-        self.pass_seconds.append(time.perf_counter() - started)
-        return results
+        with self.setup_report.full_data_pass() as advance:
+            return self._rows.map_chunks(function, theta, FULL_DATA_CHUNK_ROWS, consume,
+                                         advance)  # fmt: skip
+
+    @property
+    def full_data_passes(self):
+        """Passes over all N rows so far (mode search, curvature, bounds, fallback steps)."""
+        return self.setup_report.passes
+
+    @property
+    def pass_seconds(self):
+        """The wall time of each of these passes, in order."""
+        return self.setup_report.pass_seconds
 
     def _block_function(self, name, outputs=None, row_inputs=None, graph=None):
         """The compiled function ``name`` (or of per-row ``outputs`` over ``row_inputs``,
@@ -723,7 +736,8 @@ class MinibatchModel:
         (5, 3)
         """
         if self._laplace is None:
-            self._laplace = fit_laplace(self, rng=rng)
+            with self.setup_report.stage("Laplace fit"):
+                self._laplace = fit_laplace(self, rng=rng)
         return self._laplace
 
     def structure(self):
@@ -905,6 +919,12 @@ class MinibatchModel:
         """The compiled ``f(theta, *rows)`` of :meth:`compile_rows_function`; ``outputs``
         refer to ``row_inputs``, the row inputs of this adapter or of the one it was
         pickled from (which rebuilt its own)."""
+        return self._compile_function([self._theta, *self._row_inputs],
+                                      self._rows_outputs(outputs, row_inputs))  # fmt: skip
+
+    def _rows_outputs(self, outputs, row_inputs):
+        """Per-row ``outputs`` (see :meth:`rows_function`) as graphs of the adapter's
+        ``theta`` and row inputs."""
         n_rows = row_inputs[0].shape[0]
         per_row = [pt.broadcast_to(out, (n_rows,)) for out in outputs]
         values = self.model.replace_rvs_by_values(per_row)
@@ -914,7 +934,29 @@ class MinibatchModel:
         joined, theta = join_nonshared_inputs(
             self._initial_point, values, self.value_vars, self.shared
         )
-        return self._compile_function([theta, *self._row_inputs], joined)
+        return clone_replace(joined, replace={theta: self._theta})
+
+    def rows_graph_function(self, name, rows_function, graph):
+        """As :meth:`graph_function`, with the outputs of ``rows_function`` (a
+        :class:`RowsFunction`) as graphs: ``graph(symbolic, per_row)`` returns
+        ``(extra_inputs, outputs)``, and the function is ``f(theta, *extra_inputs,
+        *rows)``, so that expressions of several points' per-row outputs compile into one
+        function. ``name`` identifies ``graph`` for ``rows_function``.
+
+        Examples
+        --------
+        >>> from pytensor.graph.replace import clone_replace
+        >>> def at_two_points(symbolic, per_row):
+        ...     theta2 = symbolic.theta.type("theta2")
+        ...     return [theta2], [*per_row, *clone_replace(per_row, {symbolic.theta: theta2})]
+        >>> total = mm.rows_function([model["beta"].sum()])
+        >>> pair = mm.rows_graph_function("at_two_points", total, at_two_points)
+        >>> pair(np.ones(3), np.zeros(3), *mm.gather_rows(np.arange(2)))
+        [array([3., 3.]), array([0., 0.])]
+        """
+        return self._block_function(f"rows_graph:{name}:{rows_function.name}",
+                                    rows_function.outputs, rows_function.row_inputs,
+                                    graph)  # fmt: skip
 
     # ---- pickling: compiled functions are rebuilt, shared variables kept -----------------
     def __getstate__(self):
@@ -982,7 +1024,10 @@ def _compiled_function(minibatch_model, name, outputs, row_inputs, graph=None):
     if function is None:
         if graph is not None:
             mm = minibatch_model
-            extra, graph_outputs = graph(mm.symbolic())
+            if outputs is None:
+                extra, graph_outputs = graph(mm.symbolic())
+            else:
+                extra, graph_outputs = graph(mm.symbolic(), mm._rows_outputs(outputs, row_inputs))
             function = mm._compile_function([mm._theta, *extra, *mm._row_inputs], graph_outputs)
         elif outputs is None:
             function = minibatch_model._compile(name)

@@ -123,14 +123,15 @@ class RowSource:
                 for a, dtype in zip(arrays, self._dtypes, strict=True)
             ]
 
-    def map_chunks(self, function, theta, chunk_rows, consume=None):
+    def map_chunks(self, function, theta, chunk_rows, consume=None, advance=None):
         """``[function(theta, *rows) for rows in self.chunks(chunk_rows)]``: in this process,
         or as Dask tasks when some rows are in Zarr, Dask or xarray arrays (see
         :mod:`pymc_minibatch.model.dask_passes`; ``function`` must then pickle).
 
         With ``consume``, each result is handed to ``consume(result)``, in order, as soon as
         its turn comes, and not kept (returns None): per-row results then never all sit in
-        memory besides what ``consume`` keeps of them.
+        memory besides what ``consume`` keeps of them. ``advance(rows)`` is told the rows of
+        each block as its result arrives (a progress bar).
         """
         if not self.chunked:
             results = (function(theta, *rows) for rows in self.chunks(chunk_rows))
@@ -139,11 +140,12 @@ class RowSource:
 
             results = map_row_blocks(function, theta, self.arrays(), self._dtypes, self.n_data,
                                      chunk_rows, in_waves=consume is not None)  # fmt: skip
-        if consume is None:
-            return list(results)
-        for result in results:
-            consume(result)
-        return None
+        kept = []
+        for start, result in zip(range(0, self.n_data, chunk_rows), results, strict=True):
+            (kept.append if consume is None else consume)(result)
+            if advance is not None:
+                advance(min(chunk_rows, self.n_data - start))
+        return kept if consume is None else None
 
     def prefetch(self, idx):
         """Tell the chunked sources that rows ``idx`` will be gathered next (see

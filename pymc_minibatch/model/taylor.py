@@ -37,9 +37,11 @@ and the segment between two points of the (convex) region stays in it
 (:mod:`pymc_minibatch.model.region`).
 """
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
+from pytensor.graph.replace import clone_replace
 
 from pymc_minibatch.kernels.arrowhead import ArrowheadFactor, ArrowheadMatrix
 
@@ -113,6 +115,37 @@ class SecondOrderExpansion(NamedTuple):
         linear, quadratic = self.row_parts(theta, theta2, rows)
         return linear + quadratic
 
+    def residual_pair(self, theta, theta2, rows):
+        """``(l_i(theta), l_i(theta2) - [T_i(theta2) - T_i(theta)])`` on ``rows``: the row
+        terms of a step with second-order control variates (their difference is ``r_i(theta2)
+        - r_i(theta)``), from one compiled call (what :meth:`row_difference` computes in
+        NumPy from three calls and the log-likelihoods from a fourth)."""
+        mm = self.terms.minibatch_model
+        graph = functools.partial(_residual_pair_graph, self.n_predictors, self.curvature_pairs)
+        function = mm.rows_graph_function("residual_pair", self.terms, graph)
+        current, proposed = function(theta, theta2, self.center, *rows)
+        return current, proposed
+
     def whitened(self, theta):
         """``z = L^-1 (theta - center)``."""
         return self.factor.to_z(theta - self.center)
+
+
+def _residual_pair_graph(n_predictors, curvature_pairs, symbolic, per_row):
+    """The graph of :meth:`SecondOrderExpansion.residual_pair`: extra inputs ``theta2`` and
+    the center, outputs the log-likelihoods at ``theta`` and the residual differences at
+    ``theta2``, with the terms ``per_row`` (of ``symbolic.theta``) taken at the three
+    points."""
+    theta = symbolic.theta
+    theta2, center = theta.type("theta2"), theta.type("center")
+    at_theta2 = clone_replace([symbolic.loglik, *per_row], replace={theta: theta2})
+    loglik2, at_theta2 = at_theta2[0], at_theta2[1:]
+    at_center = clone_replace(per_row, replace={theta: center})
+    p = n_predictors
+    moves = [(per_row[j] - at_center[j], at_theta2[j] - at_center[j]) for j in range(p)]
+    difference = sum(at_center[p + j] * (t2 - t) for j, (t, t2) in enumerate(moves))
+    for q, (j, k) in enumerate(curvature_pairs):
+        (t_j, t2_j), (t_k, t2_k) = moves[j], moves[k]
+        weight = 0.5 if j == k else 1.0
+        difference = difference + weight * at_center[2 * p + q] * (t2_j * t2_k - t_j * t_k)
+    return [theta2, center], [symbolic.loglik, loglik2 - difference]

@@ -68,12 +68,14 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
     #: every row's brightness); the passes made at construction are ``full_data_passes``.
     setup_passes_per_chain = 0
 
-    def __init__(self, vars=None, *, model=None, data=None, blocked=True, rng=None):
+    def __init__(self, vars=None, *, model=None, data=None, blocked=True, rng=None,
+                 progressbar=True):  # fmt: skip
         model = pm.modelcontext(model)
         # non-centred group effects are sampled centred when the step moves every variable
         self.recentring = recentring(model) if vars is None else None
         sampled_model = model if self.recentring is None else self.recentring.model
-        self.minibatch_model = MinibatchModel(sampled_model, vars, data=data)
+        self.minibatch_model = MinibatchModel(sampled_model, vars, data=data,
+                                              progressbar=progressbar)  # fmt: skip
         self.tune = True
         super().__init__(
             select_value_vars(model, vars), self.minibatch_model.shared, blocked=blocked, rng=rng
@@ -115,6 +117,12 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
         moved = self.recentring.to_user(DictToArrayBijection.rmap(apoint, start_point=centred))
         return {name: moved[name] for name in point}, stats  # PyMC's traces read by position
 
+    @property
+    def setup_report(self):
+        """Full-data passes and seconds per stage of this step's construction
+        (:class:`~pymc_minibatch.model.setup_report.SetupReport`)."""
+        return self.minibatch_model.setup_report
+
     def reset_tuning(self):
         """Restore the untuned settings; called at the start of every chain."""
 
@@ -137,6 +145,7 @@ def _reset_tuning_when_built(init):
             init(self, *args, **kwargs)
         finally:
             del self._under_construction
+        self.minibatch_model.setup_report.finish()
         self.reset_tuning()
 
     return construct
@@ -189,8 +198,10 @@ class MetropolisStep(MinibatchStep):
         data=None,
         blocked=True,
         rng=None,
+        progressbar=True,
     ):
-        super().__init__(vars, model=model, data=data, blocked=blocked, rng=rng)
+        super().__init__(vars, model=model, data=data, blocked=blocked, rng=rng,
+                         progressbar=progressbar)  # fmt: skip
         ndim, n_data = self.minibatch_model.ndim, self.minibatch_model.n_data
         if not 0.0 < target_accept < 1.0:
             raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")

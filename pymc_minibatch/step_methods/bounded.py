@@ -88,8 +88,15 @@ class BoundedMinibatchStep(MetropolisStep):
         self.fixed_rho = None if rho is None else float(rho)
         super().__init__(vars, proposal_cov=proposal_cov, model=model, **kwargs)
         mm = self.minibatch_model
-        self.bounds, self.residuals = resolve_bounds(bounds, mm, control_variates, trust_region)
+        with mm.setup_report.stage("bounds"):
+            self.bounds, self.residuals = resolve_bounds(bounds, mm, control_variates,
+                                                         trust_region)  # fmt: skip
         self.metric_indices = self.bounds.metric_indices(mm)
+        expansion = getattr(self.residuals, "expansion", None)
+        # the bounds' metric then reads the proposal's whitened pair instead of whitening
+        self._bounds_whiten_like_expansion = expansion is not None and (
+            self.bounds.whiten is expansion.factor and self.bounds.center is expansion.center
+        )
         self._drawn_totals = None  # (C_g of the groups drawn from, groups always whole)
         if proposal == "auto":
             laplace_ready = self.laplace is not None
@@ -153,9 +160,10 @@ class BoundedMinibatchStep(MetropolisStep):
         searching = self._search_candidate()
         if searching is not None:
             self._set_rho(RHO_CANDIDATES[searching])
-        proposal, proposal_log_ratio = self._propose(theta)
+        proposal, proposal_log_ratio, whitened = self._propose(theta)
         info, logprior_proposal, inside = self.decide_proposal(
-            theta, proposal, proposal_log_ratio, self.current_logprior(theta), searching
+            theta, proposal, proposal_log_ratio, self.current_logprior(theta), searching,
+            whitened,
         )
         stats = {
             **self.metropolis_stats(info),
@@ -175,16 +183,21 @@ class BoundedMinibatchStep(MetropolisStep):
         return RaveledVars(theta, q0.point_map_info), [stats]
 
     def decide_proposal(self, theta, proposal, proposal_log_ratio, logprior_current,
-                        searching):  # fmt: skip
+                        searching, whitened=None):  # fmt: skip
         """Decide ``proposal`` with the bounds: ``(info, log prior at the proposal, whether
         both points lie in the trust region)``.
 
         ``proposal_log_ratio`` is the proposal's part of the exact log-ratio; the prior
         difference and the remainder of the row terms' expansions join it here. While
         ``searching`` (a candidate rho's index), the step's squared jump in whitened units
-        is added to the rho search."""
+        is added to the rho search. ``whitened``: ``(z, z')`` of the pair in the expansion's
+        whitening, when known."""
         model = self.minibatch_model
-        metrics = self.bounds.metrics(theta, proposal, self.metric_indices)
+        if whitened is None and searching is not None:
+            expansion = self.residuals.expansion
+            whitened = expansion.whitened(theta), expansion.whitened(proposal)
+        shared_whitening = whitened if self._bounds_whiten_like_expansion else None
+        metrics = self.bounds.metrics(theta, proposal, self.metric_indices, shared_whitening)
         logprior_proposal = model.logprior(proposal)
         remainder = self.residuals.remainder(theta, proposal)
         exact_diff = proposal_log_ratio + logprior_proposal - logprior_current + remainder
@@ -199,8 +212,7 @@ class BoundedMinibatchStep(MetropolisStep):
         info = self.decide(theta, proposal, exact_diff, metrics, row_pair, full_diff, not inside)
         self.check_bound_ratio(info.bound_ratio)
         if searching is not None:
-            expansion = self.residuals.expansion
-            jump = expansion.whitened(proposal) - expansion.whitened(theta)
+            jump = whitened[1] - whitened[0]
             self.rho_search = rho_search_update(
                 self.rho_search, searching, info.accept, float(jump @ jump), info.batch_size
             )
@@ -217,15 +229,17 @@ class BoundedMinibatchStep(MetropolisStep):
             )
 
     def _propose(self, theta):
-        """A proposal and its part of the exact log-ratio: the proposal densities' ratio
-        ``log q(theta | theta') - log q(theta' | theta)``, zero for the random walk; for pCN,
-        reversible for ``pi_hat = N(center, L L')``, ``log pi_hat(theta) - log pi_hat(theta')``."""
+        """A proposal, its part of the exact log-ratio and, for pCN, the whitened pair ``(z,
+        z')`` (else None). The ratio is that of the proposal densities, ``log q(theta |
+        theta') - log q(theta' | theta)``: zero for the random walk; for pCN, reversible for
+        ``pi_hat = N(center, L L')``, ``log pi_hat(theta) - log pi_hat(theta')``."""
         if self.proposal == "rw":
-            return propose(self.rng, theta, self.proposal_scale, self.proposal_chol), 0.0
+            return propose(self.rng, theta, self.proposal_scale, self.proposal_chol), 0.0, None
         expansion = self.residuals.expansion
-        proposal = pcn_propose(self.rng, theta, expansion.center, self.proposal_chol, self.rho)
-        z, z2 = expansion.whitened(theta), expansion.whitened(proposal)
-        return proposal, 0.5 * float(z2 @ z2 - z @ z)
+        z = expansion.whitened(theta)
+        z2 = pcn_propose(self.rng, z, self.rho)
+        proposal = expansion.center + expansion.factor.to_theta(z2)
+        return proposal, 0.5 * float(z2 @ z2 - z @ z), (z, z2)
 
     def _search_candidate(self):
         """The candidate rho to run at this step while the search lasts, else None (once

@@ -63,6 +63,4 @@ class SecondOrderResiduals(PlainRows):
         return self.expansion.quadratic(theta2) - self.expansion.quadratic(theta)
 
     def row_pair(self, theta, theta2, idx):
-        rows = self.minibatch_model.gather_rows(idx)  # read once, for both evaluations
-        current, proposed = self.minibatch_model.loglik_pair(theta, theta2, rows=rows)
-        return current, proposed - self.expansion.row_difference(theta, theta2, rows)
+        return self.expansion.residual_pair(theta, theta2, self.minibatch_model.gather_rows(idx))

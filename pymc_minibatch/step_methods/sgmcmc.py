@@ -146,8 +146,10 @@ class SGMCMC(MinibatchStep):
         data=None,
         blocked=True,
         rng=None,
+        progressbar=True,
     ):
-        super().__init__(vars, model=model, data=data, blocked=blocked, rng=rng)
+        super().__init__(vars, model=model, data=data, blocked=blocked, rng=rng,
+                         progressbar=progressbar)  # fmt: skip
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
         self.updates_per_draw = positive_int("updates_per_draw", updates_per_draw)
@@ -370,6 +372,10 @@ _COMMON_PARAMETERS = """
         Arrays to read the rows from instead of the model's data (``{name: array}``, by
         ``pm.Data`` or observed-variable name; N comes from the arrays): see
         :class:`~pymc_minibatch.MinibatchModel`.
+    progressbar : bool, default True
+        On data of at least a million rows, show each full-data pass of the construction
+        (the Laplace fit, the bounds) in a progress bar; ``step.setup_report`` gives the
+        passes and seconds of each stage either way.
 """
 
 

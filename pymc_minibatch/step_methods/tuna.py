@@ -123,6 +123,10 @@ class TunaMH(BoundedMinibatchStep):
         Arrays to read the rows from instead of the model's data (``{name: array}``, by
         ``pm.Data`` or observed-variable name; N comes from the arrays): see
         :class:`~pymc_minibatch.MinibatchModel`.
+    progressbar : bool, default True
+        On data of at least a million rows, show each full-data pass of the construction
+        (the Laplace fit, the bounds) in a progress bar; ``step.setup_report`` gives the
+        passes and seconds of each stage either way.
 
     Raises
     ------

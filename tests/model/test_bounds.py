@@ -227,7 +227,31 @@ def test_the_population_parameters_stay_out_of_the_rows_metrics():
             rng.normal(scale=2.0, size=(2, mm.ndim))
         )
         theta[population] += rng.normal(scale=3.0, size=population.size)
-        ll, ll2 = mm.loglik_pair(theta, theta2, rows)
-        residual = (ll2 - ll) - expansion.row_difference(theta, theta2, mm.gather_rows(rows))
+        ll, residual2 = expansion.residual_pair(theta, theta2, mm.gather_rows(rows))
+        residual = residual2 - ll
         metrics = bounds.metrics(theta, theta2)[bounds.groups]
         assert np.all(np.abs(residual) <= bounds.c * metrics * (1 + 1e-6) + 1e-12)
+
+
+def test_one_compiled_call_gives_the_residuals_of_the_expansions():
+    """A step's row terms (``residual_pair``: one compiled call) equal the log-likelihoods
+    minus the expansions computed term by term in NumPy (``row_difference``), on a model
+    with a location and a free scale (three predictors, a cross curvature)."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2000, 2))
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=(x[:, 0] > 0).astype("int64"))
+        pm.StudentT("z", nu=5, mu=x[:, 1] * beta[1], sigma=sigma,
+                    observed=x[:, 1] + rng.standard_t(5, size=2000))  # fmt: skip
+    mm = pmm.MinibatchModel(model)
+    _, expansion = expansions.second_order_bounds(mm, mm.laplace(), radius=5.0)
+    assert expansion.n_predictors == 3 and (1, 2) in expansion.curvature_pairs
+    theta, theta2 = mm.laplace().draw(rng, size=2)
+    rows = mm.gather_rows(rng.integers(0, 2000, size=40))
+    current, proposed = expansion.residual_pair(theta, theta2, rows)
+    ll, ll2 = mm.loglik_pair(theta, theta2, rows=rows)
+    np.testing.assert_allclose(current, ll, rtol=1e-12)
+    np.testing.assert_allclose(proposed, ll2 - expansion.row_difference(theta, theta2, rows),
+                               rtol=1e-12, atol=1e-12)  # fmt: skip
