@@ -6,6 +6,7 @@ import pymc as pm
 import pytest
 
 import pymc_minibatch as pmm
+from pymc_minibatch.model import curvature
 from pymc_minibatch.model.curvature import StructureMismatchError, full_data_curvature
 from pymc_minibatch.model.structure import all_shared
 from tests.zoo_hierarchical import group_index, intercepts_logistic, slopes_normal
@@ -132,3 +133,42 @@ def test_a_prior_that_ties_groups_together_is_caught_and_the_hessian_made_dense(
     fit = mm.laplace()
     assert fit.is_mode and fit.structure.local.size == 0
     _assert_exact(mm, fit.mode, all_shared(mm.ndim))
+
+
+@pytest.mark.parametrize("build", [intercepts_logistic, slopes_normal])
+def test_linear_predictors_give_the_hessian_of_the_products_in_one_cheaper_pass(build):
+    """Where every likelihood has linear predictors, the likelihood's Hessian comes from
+    their designs and the families' second derivatives (forward evaluations only); it
+    equals the Hessian-vector products' to rounding, in one pass either way."""
+    mm = pmm.MinibatchModel(build(12, N_ROWS, True))
+    theta = mm.initial_theta() + np.random.default_rng(6).normal(size=mm.ndim) * 0.3
+    structure = mm.structure()
+    passes = mm.full_data_passes
+    designs = full_data_curvature(mm, theta, structure)
+    assert mm not in curvature._WITHOUT_DESIGNS and mm.full_data_passes == passes + 1
+    curvature._WITHOUT_DESIGNS.add(mm)
+    products = full_data_curvature(mm, theta, structure)
+    assert mm.full_data_passes == passes + 2
+    expected = products.precision.to_dense()
+    np.testing.assert_allclose(designs.precision.to_dense(), expected, rtol=1e-10,
+                               atol=1e-10 * np.abs(expected).max())  # fmt: skip
+    np.testing.assert_allclose(designs.gradient, products.gradient, rtol=1e-10, atol=1e-10)
+    assert designs.value == pytest.approx(products.value, rel=1e-12)
+
+
+@pytest.mark.parametrize("likelihood", ["non-linear predictor", "kink"])
+def test_other_likelihoods_take_the_hessian_vector_products(likelihood):
+    """A predictor that is not linear in the sampled values (a non-centred effect ``tau *
+    z``, sampled as given) or a family without second derivatives (Laplace): the products,
+    exact as before."""
+    if likelihood == "kink":
+        rng, x, _, _ = _rows(7)
+        with pm.Model() as model:
+            beta = pm.Normal("beta", 0.0, 1.0)
+            pm.Laplace("y", beta * x, 1.0, observed=rng.normal(size=N_ROWS))
+    else:
+        model = intercepts_logistic(12, N_ROWS, False)
+    mm = pmm.MinibatchModel(model)
+    theta = mm.initial_theta() + np.random.default_rng(7).normal(size=mm.ndim) * 0.3
+    _assert_exact(mm, theta, mm.structure())
+    assert mm in curvature._WITHOUT_DESIGNS
