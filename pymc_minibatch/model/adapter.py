@@ -6,6 +6,7 @@ plain NumPy out, with ``theta`` the flat vector of PyMC's transformed value vari
 """
 
 import functools
+import time
 import uuid
 from typing import NamedTuple
 
@@ -123,6 +124,7 @@ class MinibatchModel:
 
     def __init__(self, model=None, vars=None, *, data=None, check=True, mode=None,
                  progressbar=True, _shared=None):  # fmt: skip
+        started = time.perf_counter()
         model = pm.modelcontext(model)
         if check:  # first: imputed rows would fail later with an unrelated shape error
             refuse_imputed_observations(model)
@@ -166,11 +168,11 @@ class MinibatchModel:
         self._block_functions = {}
         self._laplace = None
         self._structure = None
-        self.setup_report = SetupReport(self.n_data, progressbar)
+        self.setup_report = SetupReport(self.n_data, progressbar, started)
         """Full-data passes and seconds per stage of the construction of a step on this
         model (:class:`~pymc_minibatch.model.setup_report.SetupReport`)."""
-        if check:
-            with self.setup_report.stage("model"):
+        with self.setup_report.stage("model", since=started):  # the graphs, then the checks
+            if check:
                 refuse_non_finite_rows(self)  # before check(), which NaN rows would fail
                 self.check()
                 refuse_rows_outside_support(self)

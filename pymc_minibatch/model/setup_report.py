@@ -32,7 +32,7 @@ class SetupReport:
     """Passes and seconds per stage of a step's construction.
 
     Stages do not nest: a stage entered while another runs is part of the outer one.
-    ``seconds`` is the wall time from the report's creation (with the model) to
+    ``seconds`` is the wall time from ``started`` (the model's construction) to
     :meth:`finish` (when the step is built); the stages' seconds are their own, and the
     rest is ``"other"``.
 
@@ -42,15 +42,17 @@ class SetupReport:
         The rows a pass reads (the bar counts them).
     progressbar : bool
         Show a bar while a pass runs (on at least :data:`PROGRESS_MIN_ROWS` rows).
+    started : float, optional
+        The ``time.perf_counter()`` at which the construction began (default: now).
     """
 
-    def __init__(self, n_data, progressbar=True):
+    def __init__(self, n_data, progressbar=True, started=None):
         self.n_data = int(n_data)
         self.progressbar = bool(progressbar)
         self.stages = {}
         self.pass_seconds = []
         self._current = None
-        self._started = time.perf_counter()
+        self._started = time.perf_counter() if started is None else started
         self.seconds = None
 
     @property
@@ -59,13 +61,14 @@ class SetupReport:
         return len(self.pass_seconds)
 
     @contextlib.contextmanager
-    def stage(self, name):
-        """Attribute the passes and time of the block to stage ``name``."""
+    def stage(self, name, since=None):
+        """Attribute the passes and time of the block to stage ``name`` (its time counted
+        from ``since``, a ``time.perf_counter()`` value, when given)."""
         if self._current is not None:
             yield
             return
         self._current = self.stages.setdefault(name, Stage(name))
-        started = time.perf_counter()
+        started = time.perf_counter() if since is None else since
         try:
             yield
         finally:
