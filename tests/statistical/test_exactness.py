@@ -146,9 +146,12 @@ def test_poisson_mh_matches_quadrature_on_a_box(name):
 
 def test_smh_matches_quadrature_on_logistic():
     # SMH-1: TFMH on control-variate residuals (Laplace rows have no second derivative)
-    # seed 2: over seeds 1-7 the smallest KS p-value ranged from 0.003 (seed 1) to 0.39
+    # seed 5: with the Laplace fit's curvature from the rows' designs and the proposal's
+    # whitening by BLAS (issue 32; the same fit to rounding) the smallest KS p-value over
+    # seeds 1-8 was 0.43, 0.0098, 0.0028, 0.24, 0.18, 0.11, 0.38, 0.090 (mean errors below
+    # 2.1 MCSE throughout; before, over seeds 1-7, from 0.003 to 0.39). A seed near the median.
     pvalue, mean_error = _worst(
-        _logistic_problem(), lambda: pmm.TFMH(control_variates=1), 6000, seed=2
+        _logistic_problem(), lambda: pmm.TFMH(control_variates=1), 6000, seed=5
     )
     assert pvalue > 0.01
     assert mean_error < 4.0
