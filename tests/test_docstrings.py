@@ -7,7 +7,9 @@ that defines one of them are run; examples that sample for long are marked
 ``# doctest: +SKIP`` in the docstrings.
 
 Examples that import an optional extra's package (Dask for ``ChunkedRows``) skip where it is not
-installed, so that ``pytest -m slow`` passes with only the ``test`` extra.
+installed, so that ``pytest -m slow`` passes with only the ``test`` extra; with
+``PMM_REQUIRE_EXTRAS`` set, as ``.ci/run`` sets it where every extra is installed, such an
+example fails instead, so that none goes unchecked in CI.
 
 A method's examples continue the example of its class: they run with the names that the class
 example defined (so ``MinibatchModel``'s methods use its ``mm``).
@@ -17,6 +19,7 @@ import doctest
 import importlib
 import importlib.util
 import inspect
+import os
 import re
 import sys
 import types
@@ -28,6 +31,9 @@ import pymc_minibatch
 
 EXAMPLES_SECTION = re.compile(r"^\s*Examples\n\s*-{8,}\s*$", re.MULTILINE)
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+#: Set (by ``.ci/run``) where every extra is installed: an example left out for a missing
+#: package then fails instead of skipping, so that no example goes unchecked in CI.
+REQUIRE_EXTRAS = "PMM_REQUIRE_EXTRAS"
 
 #: Classes whose public methods users call directly: their methods need examples too.
 CLASSES_WITH_PUBLIC_METHODS = ("MinibatchModel",)
@@ -122,9 +128,13 @@ def _run_module_doctests(module_name):
             warnings.simplefilter("ignore")
             runner.run(test, out=report.append, clear_globs=False)
         finished[test.name] = test.globs
-    if left_out and not finished:
+    if left_out:
         packages = sorted({name for names in left_out.values() for name in names})
-        pytest.skip(f"the examples of {module_name} need {', '.join(packages)} (an extra)")
+        message = f"examples of {module_name} need {', '.join(packages)} (an extra)"
+        if os.environ.get(REQUIRE_EXTRAS):  # CI installs every extra: none may be left out
+            pytest.fail(f"{message}, and {REQUIRE_EXTRAS} is set")
+        if not finished:
+            pytest.skip(message)
     return runner.summarize(verbose=False), "".join(report)
 
 
