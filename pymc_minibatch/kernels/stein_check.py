@@ -28,9 +28,17 @@ minibatch estimate: its noise widens the standard errors, not the statistics), i
 
 Their standard errors come from batch means (the draws of a chain are correlated): sums are
 kept for at most :data:`MAX_BATCHES` consecutive batches, whose length doubles when they
-are full, in O(d) memory. A statistic is reported only when it is beyond its limit by
-``z`` standard errors (``z`` at least 4, Bonferroni over the coordinates), so exact draws
-do not raise it and a run too short to tell is not accused.
+are full, in O(d) memory. Batch means need batches longer than the chain's
+autocorrelation time (Flegal & Jones 2010, "Batch means and spectral variance estimators
+in Markov chain Monte Carlo", Annals of Statistics); early in a slowly mixing chain they
+are shorter, and their means are themselves correlated. With ``rho`` the lag-1
+autocorrelation of a statistic's batch means (at least 0, and at least its median over the
+coordinates, which is less noisy than one coordinate's), its standard error is widened
+as that of the mean of an AR(1) sequence, by ``sqrt((1 + rho) / (1 - rho))``; beyond
+:data:`MAX_BATCH_CORRELATION` the batches are too short to tell, and the statistic waits
+for a later check (its batches are then longer). A statistic is reported only when it is
+beyond its limit by ``z`` standard errors (``z`` at least 4, Bonferroni over the
+coordinates), so exact draws do not raise it and a run too short to tell is not accused.
 """
 
 from typing import NamedTuple
@@ -52,6 +60,9 @@ MAX_BATCHES = 32
 MIN_BATCHES = 16
 """Complete batches needed for a verdict (their standard errors have 15 degrees of
 freedom at least)."""
+MAX_BATCH_CORRELATION = 0.5
+"""Largest lag-1 autocorrelation of a statistic's batch means for a verdict on it (its
+standard error then widened by at most ``sqrt(3)``)."""
 FAMILY_ERROR = 1e-3
 """Family-wise false-alarm rate over the coordinates behind the ``z`` of the limits."""
 
@@ -123,11 +134,33 @@ def statistics(state: SteinState):
     spreads = -(means[:, 2] - mean_u * means[:, 1])
     overall = spreads.mean(axis=1)
 
-    def mean_and_error(values):
-        return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(n_batches)
+    offset_rho, spread_rho = _lag_one(offsets), _lag_one(spreads)
+    # one coordinate's rho from a few batches is noisy, and those that come out low by
+    # chance would be judged on too small errors: the median over coordinates is a floor
+    chain_rho = float(np.median(np.concatenate([offset_rho, spread_rho])))
 
-    return (*mean_and_error(offsets), *mean_and_error(spreads), *mean_and_error(overall),
-            n_batches * state.batch_length)  # fmt: skip
+    def mean_and_error(values, rho):
+        rho = np.maximum(rho, chain_rho)
+        widening = np.where(rho <= MAX_BATCH_CORRELATION, np.sqrt((1.0 + rho) / (1.0 - rho)),
+                            np.inf)  # fmt: skip
+        return values.mean(axis=0), widening * values.std(axis=0, ddof=1) / np.sqrt(n_batches)
+
+    return (
+        *mean_and_error(offsets, offset_rho),
+        *mean_and_error(spreads, spread_rho),
+        *mean_and_error(overall, _lag_one(overall)),
+        n_batches * state.batch_length,
+    )
+
+
+def _lag_one(values):
+    """The lag-1 autocorrelation of each column of ``values`` (batches by rows), at least 0
+    (0 for a constant column)."""
+    centred = values - values.mean(axis=0)
+    squares = np.sum(centred**2, axis=0)
+    lagged = np.sum(centred[1:] * centred[:-1], axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.maximum(np.where(squares > 0, lagged / squares, 0.0), 0.0)
 
 
 def _beyond(value, margin, low, high):

@@ -43,6 +43,36 @@ def test_exact_draws_of_a_correlated_posterior_far_from_the_laplace_mode_pass():
     assert stein_check.disagreement(state) is None
 
 
+def _ar1(rng, n_draws, ndim, rho):
+    """A stationary AR(1) chain with standard normal margins."""
+    innovations = rng.normal(size=(n_draws, ndim))
+    chain = np.empty_like(innovations)
+    chain[0] = innovations[0]
+    for i in range(1, n_draws):
+        chain[i] = rho * chain[i - 1] + np.sqrt(1 - rho**2) * innovations[i]
+    return chain
+
+
+def test_a_slowly_mixing_exact_chain_is_not_accused_after_200_draws():
+    # an autocorrelation time of about 200 draws against batches of 8: taken as
+    # independent, the batch means understate the standard errors about 5-fold and some
+    # of the 2000 coordinates (a chain that has not yet spread) are reported
+    chain = _ar1(np.random.default_rng(5), 200, 2000, rho=0.99)
+    state = _checked(chain, -chain)
+    assert state.batch_length == 8
+    assert stein_check.disagreement(state) is None
+    _, offset_se, _, spread_se, *_ = stein_check.statistics(state)
+    assert np.mean(np.isinf(offset_se)) > 0.9  # most wait: their batches are too short
+
+
+def test_a_slowly_mixing_chain_off_by_three_sds_is_still_reported_once_it_is_long():
+    chain = _ar1(np.random.default_rng(6), 20_000, 3, rho=0.99)
+    chain[:, 2] += 3.0
+    found = stein_check.disagreement(_checked(chain, -chain))  # the posterior: N(0, 1)
+    assert (found.coordinate, found.kind) == (2, "mean")
+    assert abs(found.value - 3.0) < 0.5
+
+
 @pytest.mark.parametrize(
     ("shift", "factor", "kind", "value"),
     [(1.8, 1.0, "mean", 1.8), (0.0, 4.5, "spread", 4.5), (0.0, 0.2, "spread", 0.2)],

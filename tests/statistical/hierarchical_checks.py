@@ -4,6 +4,11 @@ Every scalar, the group effects included, is held to the exact samplers' toleran
 mean within ``Z`` combined Monte Carlo standard errors of NUTS's (``Z`` = 4, or the
 two-sided Bonferroni quantile for a family-wise error of 0.001 over the scalars if larger:
 4.4 for 106), its sd within 10% of NUTS's plus ``Z`` standard errors of the sd.
+
+Approximate samplers are held to their stated bias instead (:data:`APPROXIMATE`): a mean
+within 0.1 posterior sd of NUTS's plus ``Z`` combined standard errors, an sd within 15%
+plus ``Z`` standard errors; a bias beyond those is then detected at the same family-wise
+error.
 """
 
 import warnings
@@ -17,6 +22,11 @@ from tests.zoo import scalar_draws
 from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference
 
 FAMILY_ERROR = 0.001
+#: Bias allowed to an exact sampler: none in a mean, 10% in an sd (NUTS's reference for
+#: an sd has a bias of its own at a few thousand draws).
+EXACT = (0.0, 0.10)
+#: Bias allowed to an approximate sampler: 0.1 posterior sd in a mean, 15% in an sd.
+APPROXIMATE = (0.1, 0.15)
 
 
 def z_limit(n_scalars):
@@ -37,18 +47,22 @@ def run_sampler(step_factory, seed, name, draws=5000):
     return step, idata
 
 
-def assert_matches_reference(idata, name):
-    """Every scalar of zoo model ``name`` within the tolerance of the module docstring."""
+def assert_matches_reference(idata, name, allowed_bias=EXACT):
+    """Every scalar of zoo model ``name`` within the tolerance of the module docstring.
+
+    ``allowed_bias`` is ``(in a mean, in posterior sds; in an sd, relative)``:
+    :data:`EXACT` or :data:`APPROXIMATE`.
+    """
+    mean_bias, sd_bias = allowed_bias
     reference = hierarchical_reference(name)
     draws = scalar_draws(idata)
     limit = z_limit(len(reference))
     mean_errors, sd_errors = {}, {}
     for label, ref in reference.items():
         values = draws[label]
-        mean_errors[label] = abs(values.mean() - ref["mean"]) / np.hypot(
-            mcse_mean(values), ref["mcse_mean"]
-        )
-        excess = max(abs(values.std() - ref["sd"]) - 0.1 * ref["sd"], 0.0)
+        mean_excess = max(abs(values.mean() - ref["mean"]) - mean_bias * ref["sd"], 0.0)
+        mean_errors[label] = mean_excess / np.hypot(mcse_mean(values), ref["mcse_mean"])
+        excess = max(abs(values.std() - ref["sd"]) - sd_bias * ref["sd"], 0.0)
         sd_errors[label] = excess / np.hypot(mcse_sd(values), ref["mcse_sd"])
     # a chain that barely moves would pass on its large standard errors: with 100 effective
     # draws or more, the mean's window is at most 0.44 posterior sd
