@@ -66,16 +66,17 @@ run took 7 minutes (NUTS 292 s). ``python benchmarks/sgmgt.py --tall`` (N = 1e5 
 took 31 minutes while another benchmark and the test suite shared the 2 cores: 5 minutes at
 1e5, 26 at 1e6, of
 which NUTS took 21 (about 10 on an idle core, as in ``tunamh.py``) and each sampler 2-4 s of
-setup, 5-7 s of sampling and 15-30 s of KSD. Writes ``--json`` (default ``sgmgt_benchmark.json``,
-``sgmgt_tall_benchmark.json`` with ``--tall``; (d) is under the key ``"tall"``, rewritten
-after each N) and ``--plot`` (PNG, of (a)-(c); not with ``--tall``).
+setup, 5-7 s of sampling and 15-30 s of KSD. Writes ``--json`` (default
+``benchmarks/results/sgmgt.json``, ``sgmgt_tall.json`` with ``--tall``; (d) is under the key
+``"tall"``, rewritten after each N; the machine, the versions and the command beside) and
+``--plot`` (PNG, of (a)-(c); not with ``--tall``).
 """
 
 import argparse
 import functools
 import gc
-import json
 import logging
+import os
 import time
 import warnings
 
@@ -89,6 +90,7 @@ from bench_data import (
     tall_logistic_data,
     tall_logistic_model,
 )
+from run_record import environment, write_results
 from scipy import special, stats
 from sklearn.datasets import load_digits
 from sklearn.metrics import roc_auc_score
@@ -99,6 +101,8 @@ from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.kernels import sgmgt
 from pymc_minibatch.kernels.kinetics import make_kinetics
 from pymc_minibatch.kernels.sgmgt import SGMGTConfig
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 WELLS = np.arange(-16.0, 16.1, 4.0)
 WELL_SD = 0.5
@@ -626,22 +630,21 @@ def main():
     parser.add_argument("--tall", action="store_true", help="run only (d), the tall data")
     parser.add_argument("--tall-sizes", nargs="+", type=float, metavar="N",
                         help="N of (d) (default 1e5 1e6; 1e5 with --quick)")  # fmt: skip
-    parser.add_argument("--json", help="default sgmgt_benchmark.json "
-                        "(sgmgt_tall_benchmark.json with --tall)")  # fmt: skip
+    parser.add_argument("--json", help="default results/sgmgt.json (results/sgmgt_tall.json "
+                        "with --tall)")  # fmt: skip
     parser.add_argument("--plot", default="sgmgt_benchmark.png", help="not written with --tall")
     args = parser.parse_args()
-    json_path = args.json or ("sgmgt_tall_benchmark.json" if args.tall else "sgmgt_benchmark.json")
+    json_path = args.json or os.path.join(RESULTS, "sgmgt_tall.json" if args.tall else "sgmgt.json")
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
     started = time.perf_counter()
-    output = {}
+    output = {"environment": environment()}
 
     def save(tall=None):
         if tall is not None:
             output["tall"] = tall
         output["total_seconds"] = time.perf_counter() - started
-        with open(json_path, "w") as handle:
-            json.dump(output, handle, indent=2)
+        write_results(json_path, output)
 
     plot_data = None
     if not args.tall:

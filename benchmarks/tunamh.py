@@ -57,16 +57,11 @@ GB``: VmHWM, reset between problems through /proc/self/clear_refs). ``--memmap D
 to numpy.memmap files in DIR instead (left there; the package then reads the rows it uses
 from the memmap).
 
-Run ``python benchmarks/tunamh.py``: 22 minutes on 2 shared cores for the scaling table and the
-side-by-side table at N = 1e4 (``--side-sizes 1e4 --problems logistic``); the default side-by-
-side (N = 1e4, 1e5 and the robust d = 10 regression) adds an estimated 5 minutes. Of the 22 minutes,
-NUTS at N = 1e6 took 10 minutes for d = 10 (1100 draws, ~6 leapfrog steps of ~0.1 s) and 6 for
-d = 50 (225 draws); TunaMH's setup at N = 1e7 took 17-37 s per problem (up to 2 minutes when
-the cores are busy), its sampling a few seconds per problem (23 s at d = 50). ``--scaling-only`` /
-``--side-only`` run one part. Those 22 minutes predate ``linear10`` and ``poisson10``: at
-N = 1e6 alone they took 14 minutes (``--scaling-only --sizes 1e6 --scaling-problems linear10
-poisson10``, with the test suite on the other core: NUTS 7 and 6 minutes, TunaMH 7-8 s of
-setup and 4-5 s of sampling each); their smaller N add a few minutes more (not measured).
+Run ``python benchmarks/tunamh.py``: 1600 s on 2 cores for the scaling table and the default
+side-by-side table (the committed ``benchmarks/results/tunamh.json``), of which NUTS at
+N = 1e6 took 600 s for the logistic regression with d = 10, 222 s with d = 50 and 251 s for
+``linear10``; TunaMH's setup took at most 8.1 s (N = 1e7) and its sampling 2.6-7.4 s per
+problem. ``--scaling-only`` / ``--side-only`` run one part.
 ``--sizes`` sets the scaling table's N (e.g. ``--sizes 1e4 1e5``),
 ``--scaling-problems`` its problems, ``--quick`` (about 20 s) N = 1e4 only with small budgets.
 Results, NUTS's included, go to ``--json`` (rewritten after every problem) and the side-by-side
@@ -75,7 +70,6 @@ bars to ``--plot`` (PNG).
 
 import argparse
 import gc
-import json
 import logging
 import os
 import time
@@ -85,6 +79,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 from bench_data import laplace_variances, nuts_step
+from run_record import environment, write_results
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
@@ -566,7 +561,8 @@ def main(argv=None):
                         help="NUTS draws at the checked point (logistic d = 10, N = 1e6; "
                         "default 1000)")  # fmt: skip
     parser.add_argument("--memmap", metavar="DIR", help="write X to numpy.memmap files in DIR")
-    parser.add_argument("--json", default="benchmarks/results/tunamh.json")
+    results = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    parser.add_argument("--json", default=os.path.join(results, "tunamh.json"))
     parser.add_argument("--plot", default="benchmarks/results/tunamh.png")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -578,13 +574,12 @@ def main(argv=None):
     if args.quick:
         scaling_problems = [p for p in scaling_problems if p != "logistic50"]
     problems = Problems(quick=args.quick, memmap_dir=args.memmap, nuts_draws=args.nuts_draws)
-    output = {"scaling": [], "acceptance_check": None, "side_by_side": []}
-    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+    output = {"environment": environment(), "scaling": [], "acceptance_check": None,
+              "side_by_side": []}  # fmt: skip
 
     def save():
         output["total_s"] = time.perf_counter() - started
-        with open(args.json, "w") as handle:
-            json.dump(output, handle, indent=1)
+        write_results(args.json, output)
 
     if not args.side_only:
         output["scaling"] = scaling_table(problems, scaling_problems, sizes, save)

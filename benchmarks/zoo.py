@@ -8,6 +8,10 @@ repository root::
     python benchmarks/zoo.py --samplers SGLD SVGD --models mixture
     python benchmarks/zoo.py --details            # also each cell's errors and message
 
+Every cell (outcome, seconds, worst mean error and sd ratios, message) goes to ``--json``
+(default ``benchmarks/results/zoo.json``, with the machine, the versions and the command);
+the docs build renders its table into "Which sampler".
+
 A cell is ``ok`` (within the sampler's tolerance of the reference), ``refused`` (at
 construction, naming the observed variable and what is missing), ``inaccurate`` (ran, but
 missed the tolerance), ``error`` (anything else, e.g. a divergence) or, for MINT and CMINT
@@ -16,14 +20,19 @@ tempered reference for the model; every model has one at present).
 """
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
+
+from run_record import environment, write_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import tests.zoo*
 
 from tests.zoo import ZOO  # noqa: E402
 from tests.zoo_samplers import SAMPLERS, run_cell  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main():
@@ -32,6 +41,7 @@ def main():
     parser.add_argument("--models", nargs="+", default=list(ZOO), choices=list(ZOO))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--details", action="store_true", help="print every cell's numbers")
+    parser.add_argument("--json", default=str(RESULTS / "zoo.json"))
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -41,6 +51,11 @@ def main():
             cell = run_cell(sampler, model, random_seed=args.seed)
             cells[sampler, model] = cell
             print(_detail(cell), flush=True)
+            write_results(args.json, {
+                "environment": environment(), "seed": args.seed, "samplers": args.samplers,
+                "models": args.models, "seconds": time.perf_counter() - started,
+                "cells": [_record(c) for c in cells.values()],
+            })  # fmt: skip
     print()
     print(_table(cells, args.samplers, args.models))
     if args.details:
@@ -49,6 +64,16 @@ def main():
             if cell.outcome != "ok":
                 print(f"{cell.sampler} x {cell.model}: {cell.message}")
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+def _record(cell):
+    """A cell as JSON: NaN (not measured) as None."""
+    def measured(value):
+        return None if isinstance(value, float) and value != value else value
+
+    record = dataclasses.asdict(cell)
+    record["sd_ratio"] = [measured(float(value)) for value in record["sd_ratio"]]
+    return {key: measured(value) for key, value in record.items()}
 
 
 def _detail(cell):

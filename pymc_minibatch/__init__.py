@@ -18,7 +18,7 @@ from pymc_minibatch.exceptions import (
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.model.chunked import ChunkedRows
 from pymc_minibatch.model.laplace import LaplaceFitWarning
-from pymc_minibatch.particles import sample_particles
+from pymc_minibatch.particles import ParticlesNotSettledWarning, sample_particles
 from pymc_minibatch.plotting import plot_trace
 from pymc_minibatch.registry import BY_NAME as _SAMPLERS
 from pymc_minibatch.registry import SAMPLER_NAMES
@@ -36,6 +36,7 @@ __all__ = [
     "LaplaceFitWarning",
     "MinibatchModel",
     "NonFactorizableError",
+    "ParticlesNotSettledWarning",
     "SamplerDivergenceError",
     "bounds",
     "sample_particles",

@@ -125,7 +125,20 @@ a settled run."""
 
 
 class ParticlesNotSettledWarning(UserWarning):
-    """The particles were still moving when ``sample_particles`` stopped."""
+    """The particles were still moving when ``sample_particles`` stopped.
+
+    Over the last tenth of the steps the particles' mean was still being pushed, or their
+    spread still changing, beyond the minibatch noise: the result may not be the method's
+    fixed point yet. Pass more ``n_steps`` and check that the answer no longer changes.
+
+    Examples
+    --------
+    Turn it into an error:
+
+    >>> import warnings, pymc_minibatch as pmm
+    >>> warnings.simplefilter("error", pmm.ParticlesNotSettledWarning)
+    >>> warnings.resetwarnings()
+    """
 
 
 @renamed_arguments(gamma="wasserstein_weight", lam="entropic_reg")
