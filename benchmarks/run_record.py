@@ -28,7 +28,15 @@ def environment(extra_packages=()):
                             cwd=pathlib.Path(__file__).parent).stdout.strip()  # fmt: skip
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             **versions, "commit": commit or None,
-            "command": " ".join(["python", *sys.argv])}  # fmt: skip
+            "command": " ".join(["python", _script(), *sys.argv[1:]])}  # fmt: skip
+
+
+def _script():
+    """This run's script relative to the repository's root (the same command from any
+    working directory)."""
+    script = pathlib.Path(sys.argv[0]).resolve()
+    root = pathlib.Path(__file__).resolve().parent.parent
+    return str(script.relative_to(root)) if script.is_relative_to(root) else sys.argv[0]
 
 
 def write_results(path, results):

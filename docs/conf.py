@@ -72,8 +72,101 @@ def _write_step_method_sections():
         target.write_text(text)
 
 
+#: Figures drawn at every build from committed benchmark results (generated, not committed).
+FIGURES = DOCS / "figures"
+#: Results of ``benchmarks/peers.py`` on the logistic regression with d = 10, one file per run.
+PEERS_RESULTS = [DOCS.parent / "benchmarks" / "results" / name
+                 for name in ("peers_N1e4_d10.json", "peers.json")]  # fmt: skip
+#: Samplers of the landing figure: label, colour, marker.
+LANDING_SAMPLERS = {
+    "tunamh": ("pmm.TunaMH (exact)", "C0", "o"),
+    "sgld": ("pmm.SGLD (approximate)", "C1", "s"),
+    "hmcecs": ("numpyro HMCECS (approximate)", "C4", "v"),
+    "numpyro": ("numpyro NUTS", "C2", "^"),
+    "nutpie": ("nutpie NUTS", "C3", "D"),
+    "nuts": ("PyMC NUTS", "C7", "x"),
+}
+
+
+def _draw_landing_figure():
+    """Time to 1000 effective draws (setup included) against N for each sampler of the
+    ``benchmarks/peers.py`` results in ``PEERS_RESULTS``, drawn into
+    ``docs/figures/time_to_answer.png``; times the benchmark extrapolated in N rather than
+    measured get open markers."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [run for path in PEERS_RESULTS for run in json.loads(path.read_text())["runs"]]
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    for sampler, (label, colour, marker) in LANDING_SAMPLERS.items():
+        points = sorted((run["N"], run["time_to_1000_s"], bool(run.get("extrapolated")))
+                        for run in runs
+                        if run["sampler"] == sampler and run.get("time_to_1000_s"))  # fmt: skip
+        if not points:
+            continue
+        rows, seconds, _ = zip(*points, strict=True)
+        axes.plot(rows, seconds, color=colour, marker=marker, label=label)
+        for n, time_to_answer, extrapolated in points:  # extrapolated in N: open markers
+            if extrapolated:
+                axes.plot(n, time_to_answer, marker=marker, color=colour,
+                          markerfacecolor="white")  # fmt: skip
+    axes.set(xscale="log", yscale="log", xlabel="rows N",
+             ylabel="seconds to 1000 effective draws\n(setup included)",
+             title="Logistic regression, 10 coefficients, one core\n"
+                   "(open markers: extrapolated from fewer rows)")  # fmt: skip
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    FIGURES.mkdir(exist_ok=True)
+    figure.savefig(FIGURES / "time_to_answer.png", dpi=120)
+    plt.close(figure)
+
+
+ZOO_RESULTS = DOCS.parent / "benchmarks" / "results" / "zoo.json"
+ZOO_TABLE = "zoo_table.md"  # included by which-sampler.md; generated, not committed
+
+
+def _write_zoo_table():
+    """The outcome of every sampler on every everyday zoo model, from
+    ``benchmarks/results/zoo.json``: ok (with the worst mean error in reference sds),
+    refused, inaccurate or error."""
+    import json
+
+    results = json.loads(ZOO_RESULTS.read_text())
+    cells = {(cell["sampler"], cell["model"]): cell for cell in results["cells"]}
+    samplers, models = results["samplers"], results["models"]
+    lines = ["| model | " + " | ".join(samplers) + " |", "|---" * (len(samplers) + 1) + "|"]
+    for model in models:
+        row = []
+        for sampler in samplers:
+            cell = cells.get((sampler, model))
+            if cell is None:
+                row.append("")
+            elif cell["outcome"] == "ok" and cell["mean_error"] is not None:
+                row.append(f"ok ({cell['mean_error']:.2f})")
+            else:
+                row.append(cell["outcome"])
+        lines.append(f"| {model} | " + " | ".join(row) + " |")
+    environment = results["environment"]
+    text = (
+        "\n".join(lines)
+        + f"\n\nWritten by `{environment['command']}` (seed {results['seed']}, commit "
+        f"`{(environment['commit'] or 'unknown')[:7]}`, PyMC {environment['pymc']}) into "
+        "`benchmarks/results/zoo.json`.\n"
+    )
+    target = DOCS / ZOO_TABLE
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
+
+
 _copy_tutorials()
 _write_step_method_sections()
+_draw_landing_figure()
+_write_zoo_table()
 
 # The pip wheels of PyTensor find no BLAS to link and say so, with a local path, in the first
 # cell that compiles; an explicit empty setting selects the same NumPy fallback silently. The
@@ -104,6 +197,7 @@ exclude_patterns = [
     "jupyter_execute",
     "tutorials/*.ipynb",
     STEP_METHOD_SECTIONS,
+    ZOO_TABLE,
 ]
 templates_path = ["_templates"]
 

@@ -91,8 +91,8 @@ class SGMCMC(MinibatchStep):
     than 3 times too wide or too narrow, or sds together outside 0.8-1.25 times the
     posterior's, each significant beyond the chain's Monte Carlo error (from batch means;
     while the batches are shorter than the chain's autocorrelation, the verdict waits for a
-    later check), means the draws are not the posterior's. The chain reports it once in the ``"warning"`` statistic,
-    which ``pm.sample`` logs (as it does NUTS's divergences; see
+    later check), means the draws are not the posterior's. The chain reports it once in the
+    ``"warning"`` statistic, which ``pm.sample`` logs (as it does NUTS's divergences; see
     :mod:`pymc_minibatch.answer_check`). Without a Laplace fit (``precondition=False`` and
     no control variates) or when its search found no mode, the check has no units and is
     skipped.
