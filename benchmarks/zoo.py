@@ -45,6 +45,7 @@ def main():
     args = parser.parse_args()
 
     started = time.perf_counter()
+    run = environment()  # once: it asks git for the commit
     cells = {}
     for model in args.models:
         for sampler in args.samplers:
@@ -52,7 +53,7 @@ def main():
             cells[sampler, model] = cell
             print(_detail(cell), flush=True)
             write_results(args.json, {
-                "environment": environment(), "seed": args.seed, "samplers": args.samplers,
+                "environment": run, "seed": args.seed, "samplers": args.samplers,
                 "models": args.models, "seconds": time.perf_counter() - started,
                 "cells": [_record(c) for c in cells.values()],
             })  # fmt: skip

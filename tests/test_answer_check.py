@@ -1,7 +1,6 @@
 """The approximate samplers' check by Stein's identities: it reports a deliberately broken
 sampler's draws, naming the coordinate when one is off, and is quiet otherwise."""
 
-import logging
 import warnings
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch import particles
 from pymc_minibatch.kernels import sg_chain
-from tests.zoo_samplers import CheckMessages
+from tests.zoo_samplers import logged_checks
 
 RNG = np.random.default_rng(31)
 X = RNG.normal(size=(5000, 2))
@@ -30,15 +29,9 @@ def regression():
 
 def _logged_checks(model, step):
     """Messages of the answer check that ``pm.sample`` logged for ``step``'s chain."""
-    handler = CheckMessages()
-    logger = logging.getLogger("pymc")
-    logger.addHandler(handler)
-    try:
-        with model:
-            pm.sample(step=step, **SAMPLE)
-    finally:
-        logger.removeHandler(handler)
-    return handler.messages
+    with logged_checks() as messages, model:
+        pm.sample(step=step, **SAMPLE)
+    return messages
 
 
 def _loud_langevin_step(rng, state, gradient_fn, h, config):

@@ -170,3 +170,27 @@ def test_only_the_examples_that_need_a_missing_package_are_left_out(monkeypatch)
     monkeypatch.setitem(sys.modules, module.__name__, module)
     (failed, attempted), _ = _run_module_doctests(module.__name__)
     assert (failed, attempted) == (1, 1)  # the plain example ran (and fails, as written)
+
+
+def _module_with_only_an_optional_example(monkeypatch):
+    module = types.ModuleType("module_with_only_an_optional_example")
+
+    def optional():
+        """>>> import not_installed_package_xyz"""
+
+    optional.__module__ = module.__name__
+    module.optional = optional
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module.__name__
+
+
+def test_a_module_with_nothing_left_to_run_skips_without_the_extras_required(monkeypatch):
+    monkeypatch.delenv(REQUIRE_EXTRAS, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="need not_installed_package_xyz"):
+        _run_module_doctests(_module_with_only_an_optional_example(monkeypatch))
+
+
+def test_a_left_out_example_fails_where_every_extra_is_required(monkeypatch):
+    monkeypatch.setenv(REQUIRE_EXTRAS, "1")
+    with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_EXTRAS} is set"):
+        _run_module_doctests(_module_with_only_an_optional_example(monkeypatch))

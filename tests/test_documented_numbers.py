@@ -80,21 +80,21 @@ def _literals():
 
 
 def _value(figure):
-    """``(value, half the last digit's unit)`` of a figure as printed."""
+    """``(value, decimal digits)`` of a figure as printed."""
     digits = len(figure.split(".")[1]) if "." in figure else 0
-    return float(figure.replace(",", "")), 0.5 * 10.0**-digits
+    return float(figure.replace(",", "")), digits
 
 
 def _matches(figure, candidates, percent=False):
-    target, _ = _value(figure)
-    digits = len(figure.split(".")[1]) if "." in figure else 0
+    target, digits = _value(figure)
     scales = (1.0, 100.0) if percent else (1.0,)
     return any(round(x * scale, digits) == target for x in candidates for scale in scales)
 
 
 def _is_ratio(figure, numbers):
     """Whether ``a / b`` rounds to ``figure`` for two positive numbers of one results file."""
-    target, half = _value(figure)
+    target, digits = _value(figure)
+    half = 0.5 * 10.0**-digits
     positive = np.sort(np.array([x for x in numbers if x > 0]))
     if target <= half or positive.size < 2:
         return False

@@ -33,6 +33,7 @@ Tolerances, per scalar parameter in the constrained space:
 ``python benchmarks/zoo.py`` prints the table; ``tests/statistical/test_zoo.py`` asserts it.
 """
 
+import contextlib
 import logging
 import time
 import warnings
@@ -110,12 +111,9 @@ def run_cell(sampler, model_name, random_seed=1):
     """Run ``sampler`` (a name in ``SAMPLERS``) on zoo model ``model_name``; return a Cell."""
     started = time.perf_counter()
     model = ZOO[model_name].build()
-    checks = CheckMessages()
-    logger = logging.getLogger("pymc")
-    logger.addHandler(checks)
     try:
         # convergence chatter is ignored (the cell judges the draws), the answer check kept
-        with model, warnings.catch_warnings(record=True) as caught:
+        with logged_checks() as messages, model, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore")
             warnings.simplefilter("always", pmm.AnswerCheckWarning)
             idata = _sample(sampler, model, random_seed)
@@ -125,12 +123,23 @@ def run_cell(sampler, model_name, random_seed=1):
     except Exception as err:  # noqa: BLE001 - every other failure is an "error" cell
         return Cell(sampler, model_name, "error", time.perf_counter() - started,
                     f"{type(err).__name__}: {err}")  # fmt: skip
-    finally:
-        logger.removeHandler(checks)
     cell = _judge(sampler, model_name, idata)
     cell.seconds = time.perf_counter() - started
-    cell.answer_check = " ".join(checks.messages + [str(w.message) for w in caught])
+    cell.answer_check = " ".join(messages + [str(w.message) for w in caught])
     return cell
+
+
+@contextlib.contextmanager
+def logged_checks():
+    """Collect, into the list it yields, the answer check's messages that ``pm.sample``
+    logs inside the block."""
+    handler = CheckMessages()
+    logger = logging.getLogger("pymc")
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
 
 
 class CheckMessages(logging.Handler):

@@ -14,13 +14,11 @@ the gradient noise of a group's intercept and slope cuts the default step tenfol
 10,000 draws. Marked ``slow`` (15-50 s each).
 """
 
-import logging
-
 import pytest
 
 import pymc_minibatch as pmm
 from tests.statistical.hierarchical_checks import APPROXIMATE, assert_matches_reference, run_sampler
-from tests.zoo_samplers import CheckMessages
+from tests.zoo_samplers import logged_checks
 
 
 @pytest.mark.slow
@@ -34,14 +32,10 @@ from tests.zoo_samplers import CheckMessages
     ],
 )
 def test_sghmc_defaults_match_nuts_on_hierarchical_models(name, batch_size, draws):
-    checks, logger = CheckMessages(), logging.getLogger("pymc")
-    logger.addHandler(checks)
-    try:
+    with logged_checks() as messages:
         step, idata = run_sampler(lambda: pmm.SGHMC(batch_size=batch_size), seed=7, name=name,
                                   draws=draws)  # fmt: skip
-    finally:
-        logger.removeHandler(checks)
     assert step.strata is not None  # batches stratified by group
     assert (step.recentring is None) == name.endswith("_centred")
-    assert checks.messages == []
+    assert messages == []
     assert_matches_reference(idata, name, allowed_bias=APPROXIMATE)
