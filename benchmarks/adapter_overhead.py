@@ -49,28 +49,31 @@ How to run
 ----------
 From the repository root, in either environment::
 
-    .venv311/bin/python benchmarks/adapter_overhead.py
-    .venv312/bin/python benchmarks/adapter_overhead.py --json /tmp/adapter_overhead.json
+    python benchmarks/adapter_overhead.py
+    python benchmarks/adapter_overhead.py --json benchmarks/results/adapter_overhead_py312.json
 
 The whole run (compilation included) takes well under two minutes on two cores.
 ``--n-data`` and ``--batch-sizes`` override the grid (``--particles`` and
-``--particle-batch-sizes`` the particle part's); ``--json PATH`` also writes every number to a
-JSON file.
+``--particle-batch-sizes`` the particle part's); every number is written to ``--json``
+(default ``benchmarks/results/adapter_overhead.json``, committed, with the machine, versions
+and command).
 """
 
 import argparse
 import gc
-import json
 import math
-import platform
 import statistics
 import sys
 import time
 import warnings
 from functools import partial
+from pathlib import Path
 
 import numpy as np
+from run_record import environment, write_results
 from scipy.special import expit
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 N_FEATURES = 10
 DEFAULT_N_DATA = (10**4, 10**6)
@@ -194,11 +197,12 @@ def repeats_for(batch_size):
 def particle_loop(mm, thetas, idx):
     """``grad_estimate_particles`` as it was before vectorising: rows gathered once, then one
     compiled ``grad_estimate`` call per particle."""
-    scale = np.asarray(mm.n_data / idx.size, dtype=np.float64)
+    weights = np.full(idx.size, mm.n_data / idx.size)
     rows = mm._rows.gather(idx)
     values, grads = np.empty(len(thetas)), np.empty(thetas.shape)
     for i, theta in enumerate(thetas):
-        values[i], grads[i] = mm._call("grad_estimate", np.ascontiguousarray(theta), scale, *rows)
+        values[i], grads[i] = mm._call("grad_estimate", np.ascontiguousarray(theta), weights,
+                                       *rows)  # fmt: skip
     return values, grads
 
 
@@ -444,26 +448,21 @@ def evaluate_target(rows, log):
     return verdicts, overall
 
 
-def environment():
-    import pymc
+def pytensor_settings():
+    """The PyTensor settings that decide the adapter's per-call cost."""
     import pytensor
 
     return {
-        "python": platform.python_version(),
-        "pymc": pymc.__version__,
-        "pytensor": pytensor.__version__,
-        "numpy": np.__version__,
         "pytensor_linker": pytensor.config.linker,
         "pytensor_mode": str(pytensor.config.mode),
         "pytensor_blas_ldflags": pytensor.config.blas__ldflags,
-        "machine": platform.machine(),
-        "cpu_count": __import__("os").cpu_count(),
     }
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    parser.add_argument("--json", metavar="PATH", default=str(RESULTS / "adapter_overhead.json"),
+                        help="the results as JSON (default: %(default)s)")  # fmt: skip
     parser.add_argument(
         "--n-data",
         type=int,
@@ -509,11 +508,11 @@ def main(argv=None):
         print(line, flush=True)
 
     start = time.perf_counter()
-    env = environment()
+    env = {**environment(), **pytensor_settings()}
     log(
         f"adapter overhead: Python {env['python']}, PyMC {env['pymc']}, PyTensor "
         f"{env['pytensor']}, NumPy {env['numpy']}; linker={env['pytensor_linker']}, "
-        f"blas_ldflags={env['pytensor_blas_ldflags'] or '(none)'}, {env['cpu_count']} CPUs"
+        f"blas_ldflags={env['pytensor_blas_ldflags'] or '(none)'}, {env['cores']} CPUs"
     )
     log(
         f"model: Bernoulli-logit regression, d={N_FEATURES}, beta ~ Normal(0, 1); "
@@ -540,24 +539,21 @@ def main(argv=None):
     log("")
     log(f"total runtime of main() (PyMC import, compilation, timing): {total:.1f} s")
 
-    if args.json:
-        result = {
-            "environment": env,
-            "setup": setup,
-            "rows": rows,
-            "full_data": fulls,
-            "particles": particles,
-            "target": {
-                "text": f"ratio <= {TARGET_RATIO:g} at B <= {TARGET_MAX_B}; "
-                "µs at fixed B independent of N",
-                "per_batch_size": verdicts,
-                "holds": overall,
-            },
-            "total_runtime_s": total,
-        }
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
-        log(f"wrote {args.json}")
+    write_results(args.json, {
+        "environment": env,
+        "setup": setup,
+        "rows": rows,
+        "full_data": fulls,
+        "particles": particles,
+        "target": {
+            "text": f"ratio <= {TARGET_RATIO:g} at B <= {TARGET_MAX_B}; "
+            "µs at fixed B independent of N",
+            "per_batch_size": verdicts,
+            "holds": overall,
+        },
+        "total_runtime_s": total,
+    })  # fmt: skip
+    log(f"wrote {args.json}")
     return 0
 
 

@@ -12,22 +12,25 @@
     full-data MH and NUTS (warm-up included; all start at zero).
 
 Run ``python benchmarks/mint.py`` (a few minutes on 2 cores; ``--quick`` for a smaller run).
-Writes ``--json`` and ``--plot`` (PNG).
+Writes ``--json`` (by default ``benchmarks/results/mint.json``, committed: the machine,
+versions and command beside the tables) and ``--plot`` (PNG, beside it; not committed).
 """
 
 import argparse
-import json
 import logging
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pymc as pm
+from run_record import environment, write_results
 from scipy import stats
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
 
+RESULTS = Path(__file__).resolve().parent / "results"
 START = {"theta1": 0.0, "theta2": 1.0}
 
 
@@ -197,8 +200,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-rows", type=int, default=100_000)
     parser.add_argument("--quick", action="store_true", help="n = 2 10^4, fewer steps")
-    parser.add_argument("--json", default="mint_benchmark.json")
-    parser.add_argument("--plot", default="mint_benchmark.png")
+    parser.add_argument("--json", default=str(RESULTS / "mint.json"))
+    parser.add_argument("--plot", default=str(RESULTS / "mint.png"))
     args = parser.parse_args()
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
@@ -233,12 +236,12 @@ def main():
     bayes = stats.norm.cdf(0.2 * np.sqrt(10))
     print(f"  Bayes rate (accuracy of the true classifier): {bayes:.3f}")
 
-    with open(args.json, "w") as handle:
-        json.dump(
-            {"mixture": mixture, "logistic": {"checkpoints": checkpoints, "accuracy": curves,
-             "seconds": seconds, "bayes_accuracy": bayes}},
-            handle, indent=2,
-        )  # fmt: skip
+    write_results(args.json, {
+        "environment": environment(), "n_rows": n_rows, "batch_size": batch, "n_steps": n_steps,
+        "mixture": mixture, "mint_mode_ratio_over_quadrature": ratio,
+        "logistic": {"n_train": n_train, "checkpoints": checkpoints, "accuracy": curves,
+                     "seconds": seconds, "bayes_accuracy": bayes},
+    })  # fmt: skip
     _plot(args.plot, mint_theta2, curves, checkpoints, bayes)
     print(f"\nwrote {args.json} and {args.plot}")
 

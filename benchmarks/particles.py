@@ -63,16 +63,16 @@ and (e) say otherwise.
 
 A run that raises ``SamplerDivergenceError`` is printed as "diverged".
 
-Run ``python benchmarks/particles.py`` (about 25 minutes on 2 cores: (a) 5, (b) and (c) 5,
-(d) 9, (e) 5; ``--quick``, about 6 minutes: 200 particles and 500 steps in (a), n in (50,
-200, 500) in (b), 3 values in each sweep of (c) at 300 steps, NUTS with 500 + 500, 100
-particles only in (d) and (e), seeds 0-2 in (e)); ``--sections d e`` runs only those.
-Writes ``--json`` and, when (a) and (b) ran, ``--plot`` (PNG), by default into
-``benchmarks/results/`` (git-ignored).
+Run ``python benchmarks/particles.py`` (about 10 minutes on 2 cores; ``--quick``: 200
+particles and 500 steps in (a), n in (50, 200, 500) in (b), 3 values in each sweep of (c) at
+300 steps, NUTS with 500 + 500, 100 particles only in (d) and (e), seeds 0-2 in (e));
+``--sections d e`` runs only those.
+Writes ``--json`` (by default ``benchmarks/results/particles.json``, committed: the machine,
+versions and command beside the tables) and, when (a) and (b) ran, ``--plot`` (PNG, by
+default beside it; not committed).
 """
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -83,6 +83,7 @@ from pathlib import Path
 import numpy as np
 import pymc as pm
 from bench_data import breast_cancer_data
+from run_record import environment, write_results
 from scipy import integrate, special
 from scipy.spatial.distance import cdist
 
@@ -586,7 +587,7 @@ def main():
     nuts_draws, nuts_tune = (500, 500) if args.quick else (1000, 1000)
     sweep_particles = [100] if args.quick else [100, 200]
     conjugate_seeds = SD_RATIO_SEEDS[:3] if args.quick else SD_RATIO_SEEDS
-    output = {}
+    output = {"environment": environment()}
 
     if "a" in args.sections:
         check_gradients()
@@ -650,9 +651,7 @@ def main():
 
     total = time.perf_counter() - started
     output["total_seconds"] = total
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as handle:
-        json.dump(output, handle, indent=2)
+    write_results(args.json, output)
     written = args.json
     if "a" in args.sections and "b" in args.sections:
         os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)

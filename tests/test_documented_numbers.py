@@ -136,3 +136,19 @@ def test_every_results_file_names_its_command_and_machine():
         environment = json.loads(path.read_text()).get("environment") or {}
         assert str(environment.get("command", "")).startswith("python benchmarks/"), path.name
         assert environment.get("cpu") and environment.get("pymc"), path.name
+
+
+#: Scripts of ``benchmarks/`` that are not benchmarks: shared helpers, and the writers of the
+#: tests' stored NUTS references (``tests/zoo_*reference.json``, which record their own runs).
+NOT_BENCHMARKS = {"bench_data.py", "run_record.py", "zoo_reference.py",
+                  "zoo_hierarchical_reference.py", "zoo_tempered_reference.py"}  # fmt: skip
+
+
+def test_every_benchmark_has_committed_results():
+    commands = set()
+    for path in (ROOT / "benchmarks" / "results").glob("*.json"):
+        command = json.loads(path.read_text()).get("environment", {}).get("command", "")
+        commands.add(command.split()[1] if command.count(" ") else command)
+    scripts = {path.name for path in (ROOT / "benchmarks").glob("*.py")} - NOT_BENCHMARKS
+    missing = sorted(name for name in scripts if f"benchmarks/{name}" not in commands)
+    assert not missing, f"benchmarks with no committed results file: {missing}"

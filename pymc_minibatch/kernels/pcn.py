@@ -21,6 +21,7 @@ as much as ``OVERHEAD_ROWS`` rows of likelihood. The cost model, not a clock, ke
 reproducible under a seed.
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -44,15 +45,15 @@ def pcn_propose(rng: np.random.Generator, z, rho: float):
     """``rho z + sqrt(1 - rho^2) xi``, ``xi ~ N(0, I)``: the move in whitened coordinates
     ``z = L^-1 (theta - mean)``, where it is reversible for ``N(0, I)`` (in ``theta``,
     ``mean + rho (theta - mean) + sqrt(1 - rho^2) L xi``, reversible for ``N(mean, L L')``)."""
-    return rho * z + np.sqrt(1.0 - rho * rho) * rng.standard_normal(z.shape)
+    return rho * z + math.sqrt(1.0 - rho * rho) * rng.standard_normal(z.shape)
 
 
 def cubic_metric(z, z2) -> float:
     """``||z2 - z|| (a^2 + a a2 + a2^2)`` with ``a = ||z||``, ``a2 = ||z2||``: the metric of the
     second-order control-variate bounds (:mod:`pymc_minibatch.model.taylor`)."""
-    a, a2 = float(np.sqrt(z @ z)), float(np.sqrt(z2 @ z2))
+    a, a2 = math.sqrt(z @ z), math.sqrt(z2 @ z2)
     jump = z2 - z
-    return float(np.sqrt(jump @ jump)) * (a * a + a * a2 + a2 * a2)
+    return math.sqrt(jump @ jump) * (a * a + a * a2 + a2 * a2)
 
 
 class RhoSearch(NamedTuple):

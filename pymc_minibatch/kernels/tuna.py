@@ -33,6 +33,7 @@ fallback does; so are the groups evaluated whole at every step (``always_whole``
 ``c`` then leave ``C``. See the docs page "TunaMH on hierarchical models".
 """
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -131,9 +132,9 @@ def evaluate_rows(rng, bounds: RowBounds, loglik_pair, counts, whole):
     else:
         loglik_current, loglik_proposal = loglik_pair(idx)
     delta_all = loglik_current - loglik_proposal  # U_i(theta') - U_i(theta)
-    if not np.all(np.isfinite(delta_all)):
+    if not math.isfinite(delta_all.sum()):  # a NaN or an infinity makes the sum one
         return idx, groups, None, np.nan, delta_all.size
-    whole_delta = float(np.sum(delta_all[idx.size :]))
+    whole_delta = float(delta_all[idx.size :].sum())
     return idx, groups, delta_all[: idx.size], whole_delta, delta_all.size
 
 
@@ -168,15 +169,15 @@ def tuna_log_ratio(
     m = np.asarray(metrics, dtype=np.float64)[groups]
     c = bounds.c[idx].astype(np.float64)
     c_m = c * m
-    bound_ratio = float(np.max(np.abs(delta) / c_m))
-    base = chi * c * bounds.total * m**2
-    phi_forward = np.clip(0.5 * (delta + c_m), 0.0, c_m)
-    phi_reverse = c_m - phi_forward
+    bound_ratio = float((np.abs(delta) / c_m).max())
+    base = chi * bounds.total * c * m * m
+    # phi clipped to [0, c m]: rounding may put |Delta_i| a hair above its bound
+    phi_forward = np.minimum(np.maximum(0.5 * (delta + c_m), 0.0), c_m)
     keep = rng.random(idx.size) * (base + c_m) < base + phi_forward
+    kept_base = base[keep]
     with np.errstate(divide="ignore"):
-        log_ratio = float(
-            np.sum(np.log(base[keep] + phi_reverse[keep]) - np.log(base[keep] + phi_forward[keep]))
-        )
+        log_ratio = float(np.log((kept_base + (c_m - phi_forward)[keep])
+                                 / (kept_base + phi_forward[keep])).sum())  # fmt: skip
     return log_ratio + exact, int(keep.sum()), bound_ratio, True, evaluated
 
 

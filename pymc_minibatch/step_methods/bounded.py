@@ -194,8 +194,7 @@ class BoundedMinibatchStep(MetropolisStep):
         whitening, when known."""
         model = self.minibatch_model
         if whitened is None and searching is not None:
-            expansion = self.residuals.expansion
-            whitened = expansion.whitened(theta), expansion.whitened(proposal)
+            whitened = self.residuals.whitened(theta), self.residuals.whitened(proposal)
         shared_whitening = whitened if self._bounds_whiten_like_expansion else None
         metrics = self.bounds.metrics(theta, proposal, self.metric_indices, shared_whitening)
         logprior_proposal = model.logprior(proposal)
@@ -236,9 +235,10 @@ class BoundedMinibatchStep(MetropolisStep):
         if self.proposal == "rw":
             return propose(self.rng, theta, self.proposal_scale, self.proposal_chol), 0.0, None
         expansion = self.residuals.expansion
-        z = expansion.whitened(theta)
+        z = self.residuals.whitened(theta)
         z2 = pcn_propose(self.rng, z, self.rho)
         proposal = expansion.center + expansion.factor.to_theta(z2)
+        self.residuals.whitened(proposal, z2)
         return proposal, 0.5 * float(z2 @ z2 - z @ z), (z, z2)
 
     def _search_candidate(self):

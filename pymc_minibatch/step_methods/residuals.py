@@ -58,9 +58,42 @@ class SecondOrderResiduals(PlainRows):
     def __init__(self, minibatch_model, expansion):
         super().__init__(minibatch_model)
         self.expansion = expansion
+        # the expansion's values at the last two points asked about: a step asks again about
+        # its current point, the previous step's proposal or current point
+        self._recent = {}
+
+    def _values_at(self, theta):
+        """The expansion's values at ``theta`` already computed (a dict), kept for the last
+        two points."""
+        key = theta.tobytes()
+        values = self._recent.pop(key, None)
+        if values is None:
+            values = {}
+            if len(self._recent) == 2:  # forget the point asked about least recently
+                del self._recent[next(iter(self._recent))]
+        self._recent[key] = values
+        return values
+
+    def quadratic(self, theta):
+        """``sum_i [T_i(theta) - l_i(center)]`` (:meth:`SecondOrderExpansion.quadratic
+        <pymc_minibatch.model.taylor.SecondOrderExpansion.quadratic>`)."""
+        values = self._values_at(theta)
+        if "quadratic" not in values:
+            values["quadratic"] = self.expansion.quadratic(theta)
+        return values["quadratic"]
+
+    def whitened(self, theta, z=None):
+        """``z = L^-1 (theta - center)``; ``z``: the value, when the caller built ``theta``
+        from it (a proposal made in whitened coordinates), kept for later steps."""
+        values = self._values_at(theta)
+        if z is not None:
+            values["z"] = z
+        elif "z" not in values:
+            values["z"] = self.expansion.whitened(theta)
+        return values["z"]
 
     def remainder(self, theta, theta2):
-        return self.expansion.quadratic(theta2) - self.expansion.quadratic(theta)
+        return self.quadratic(theta2) - self.quadratic(theta)
 
     def row_pair(self, theta, theta2, idx):
         return self.expansion.residual_pair(theta, theta2, self.minibatch_model.gather_rows(idx))

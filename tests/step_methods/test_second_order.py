@@ -97,6 +97,27 @@ def test_residuals_vanish_to_second_order_at_the_mode():
     assert 6.0 < gaps[1] / gaps[0] < 10.0
 
 
+def test_the_expansions_values_kept_between_steps_are_those_of_their_point():
+    with logistic():
+        step = pmm.TunaMH(control_variates=2)
+    residuals, expansion = step.residuals, step.residuals.expansion
+    rng = np.random.default_rng(2)
+    points = [expansion.center + rng.normal(scale=0.1, size=expansion.center.size)
+              for _ in range(4)]  # fmt: skip
+    # a step's pattern: the current point, a proposal, then either of them, then another
+    for theta, theta2 in [(0, 1), (0, 2), (2, 3), (0, 3), (1, 1)]:
+        a, b = points[theta], points[theta2]
+        assert residuals.remainder(a, b) == pytest.approx(
+            expansion.quadratic(b) - expansion.quadratic(a), rel=1e-12, abs=1e-12
+        )
+        np.testing.assert_allclose(residuals.whitened(a), expansion.whitened(a), atol=1e-12)
+    # a proposal made in whitened coordinates keeps the z it was made from
+    z = rng.normal(size=expansion.center.size)
+    proposal = expansion.center + expansion.factor.to_theta(z)
+    residuals.whitened(proposal, z)
+    assert residuals.whitened(proposal) is z
+
+
 @pytest.mark.parametrize("block_rows", [2**17, 64])
 def test_one_pass_gives_the_bounds_and_sums_of_the_rows_expansions(block_rows, monkeypatch):
     """Against the logistic rows' own derivatives at the mode: ``G = sum_i (y_i - p_i) x_i``,
