@@ -8,6 +8,7 @@ root. The tutorials are the jupytext percent scripts ``examples/*.py``; they are
 import filecmp
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import jupytext
@@ -15,6 +16,10 @@ import jupytext
 import pymc_minibatch
 
 DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS))  # the table renderers beside this file
+
+from results_tables import write_tables  # noqa: E402
+
 EXAMPLES = DOCS.parent / "examples"
 TUTORIALS = DOCS / "tutorials"
 
@@ -126,47 +131,10 @@ def _draw_landing_figure():
     plt.close(figure)
 
 
-ZOO_RESULTS = DOCS.parent / "benchmarks" / "results" / "zoo.json"
-ZOO_TABLE = "zoo_table.md"  # included by which-sampler.md; generated, not committed
-
-
-def _write_zoo_table():
-    """The outcome of every sampler on every everyday zoo model, from
-    ``benchmarks/results/zoo.json``: ok (with the worst mean error in reference sds),
-    refused, inaccurate or error."""
-    import json
-
-    results = json.loads(ZOO_RESULTS.read_text())
-    cells = {(cell["sampler"], cell["model"]): cell for cell in results["cells"]}
-    samplers, models = results["samplers"], results["models"]
-    lines = ["| model | " + " | ".join(samplers) + " |", "|---" * (len(samplers) + 1) + "|"]
-    for model in models:
-        row = []
-        for sampler in samplers:
-            cell = cells.get((sampler, model))
-            if cell is None:
-                row.append("")
-            elif cell["outcome"] == "ok" and cell["mean_error"] is not None:
-                row.append(f"ok ({cell['mean_error']:.2f})")
-            else:
-                row.append(cell["outcome"])
-        lines.append(f"| {model} | " + " | ".join(row) + " |")
-    environment = results["environment"]
-    text = (
-        "\n".join(lines)
-        + f"\n\nWritten by `{environment['command']}` (seed {results['seed']}, commit "
-        f"`{(environment['commit'] or 'unknown')[:7]}`, PyMC {environment['pymc']}) into "
-        "`benchmarks/results/zoo.json`.\n"
-    )
-    target = DOCS / ZOO_TABLE
-    if not target.exists() or target.read_text() != text:
-        target.write_text(text)
-
-
 _copy_tutorials()
 _write_step_method_sections()
 _draw_landing_figure()
-_write_zoo_table()
+write_tables()
 
 # The pip wheels of PyTensor find no BLAS to link and say so, with a local path, in the first
 # cell that compiles; an explicit empty setting selects the same NumPy fallback silently. The
@@ -197,7 +165,8 @@ exclude_patterns = [
     "jupyter_execute",
     "tutorials/*.ipynb",
     STEP_METHOD_SECTIONS,
-    ZOO_TABLE,
+    "results_tables.py",  # renders tables/, included by the pages
+    "tables",
 ]
 templates_path = ["_templates"]
 

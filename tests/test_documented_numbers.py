@@ -152,3 +152,20 @@ def test_every_benchmark_has_committed_results():
     scripts = {path.name for path in (ROOT / "benchmarks").glob("*.py")} - NOT_BENCHMARKS
     missing = sorted(name for name in scripts if f"benchmarks/{name}" not in commands)
     assert not missing, f"benchmarks with no committed results file: {missing}"
+
+
+INCLUDED_TABLE = re.compile(r"\{include\} (?:\.\./)?tables/(\w+)\.md")
+
+
+def test_the_pages_tables_render_from_the_committed_results():
+    import importlib.util
+
+    path = ROOT / "docs" / "results_tables.py"
+    spec = importlib.util.spec_from_file_location("results_tables", path)
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    included = {name for page in PAGES for name in INCLUDED_TABLE.findall(page.read_text())}
+    assert included == set(tables.RENDERERS), "a page includes a table no renderer writes"
+    for name, render in tables.RENDERERS.items():
+        table, source = render()
+        assert table.count("\n") >= 2 and "benchmarks/results/" in source, name
