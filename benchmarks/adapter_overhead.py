@@ -67,13 +67,10 @@ import sys
 import time
 import warnings
 from functools import partial
-from pathlib import Path
 
 import numpy as np
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 from scipy.special import expit
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 N_FEATURES = 10
 DEFAULT_N_DATA = (10**4, 10**6)

@@ -45,10 +45,9 @@ import tempfile
 import time
 
 import numpy as np
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 
 SEED = 20261202
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def write_store(path, n_rows, n_features, chunk_rows):
@@ -144,7 +143,7 @@ def main():
     parser.add_argument("--draws", type=int, default=2000)
     parser.add_argument("--tune", type=int, default=500)
     parser.add_argument("--store", help="directory of the Zarr store (default: a temporary one)")
-    parser.add_argument("--json", default=os.path.join(RESULTS, "chunked_rows.json"))
+    parser.add_argument("--json", default=str(RESULTS / "chunked_rows.json"))
     parser.add_argument("--child", choices=["memory", "zarr", "placeholder"],
                         help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args()

@@ -22,11 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-from run_record import environment, write_results
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from run_record import RESULTS, environment, write_results
 
 
 def _model(n_rows, seed=0):

@@ -15,14 +15,14 @@ import pathlib
 import runpy
 import time
 
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "flights.json"))
+    parser.add_argument("--json", default=str(RESULTS / "flights.json"))
     args = parser.parse_args(argv)
     os.environ.pop("PMM_TUTORIAL_QUICK", None)
     os.environ.setdefault("MPLBACKEND", "Agg")

@@ -73,7 +73,7 @@ import pymc as pm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from run_record import environment, write_results  # noqa: E402
+from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
 from pymc_minibatch._compat import sample_stats  # noqa: E402
@@ -210,8 +210,7 @@ def main(argv=None):
     parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
     parser.add_argument("--nuts-draws", type=int, default=1000,
                         help="tuning and kept draws per chain of each NUTS row")
-    parser.add_argument("--json", default=str(pathlib.Path(__file__).parent / "results"
-                                              / "hierarchical.json"))  # fmt: skip
+    parser.add_argument("--json", default=str(RESULTS / "hierarchical.json"))
     args = parser.parse_args(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--groups", type=int, nargs="+", default=[100, 1000, 10_000])
-    parser.add_argument("--json", default=str(ROOT / "benchmarks/results/laplace_scaling.json"))
+    parser.add_argument("--json", default=str(RESULTS / "laplace_scaling.json"))
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
     if args.one is not None:

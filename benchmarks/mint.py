@@ -20,17 +20,15 @@ import argparse
 import logging
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pymc as pm
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 from scipy import stats
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
 
-RESULTS = Path(__file__).resolve().parent / "results"
 START = {"theta1": 0.0, "theta2": 1.0}
 
 

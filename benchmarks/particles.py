@@ -83,7 +83,7 @@ from pathlib import Path
 import numpy as np
 import pymc as pm
 from bench_data import breast_cancer_data
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 from scipy import integrate, special
 from scipy.spatial.distance import cdist
 
@@ -101,7 +101,6 @@ from tests.statistical.test_particles_target import (  # noqa: E402
     sd_ratio_at_defaults,
 )
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
 LABELS = {"svgd": "SVGD", "wsgld": "w-SGLD", "wsgld_blob": "w-SGLD-B", "pisgld": "pi-SGLD",
           "sgld": "SGLD"}  # fmt: skip
@@ -572,8 +571,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer particles, steps, runs")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS,
                         help="which of (a)-(e) to run (default all)")  # fmt: skip
-    parser.add_argument("--json", default=os.path.join(RESULTS, "particles.json"))
-    parser.add_argument("--plot", default=os.path.join(RESULTS, "particles.png"))
+    parser.add_argument("--json", default=str(RESULTS / "particles.json"))
+    parser.add_argument("--plot", default=str(RESULTS / "particles.png"))
     args = parser.parse_args()
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")

@@ -106,7 +106,7 @@ import pandas as pd
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from run_record import environment, write_results  # noqa: E402
+from run_record import RESULTS, environment, write_results  # noqa: E402
 
 SAMPLERS = ("nuts", "nutpie", "numpyro", "hmcecs", "tunamh", "sgld", "svgd")
 #: The NUTS rows extrapolated at ``--extrapolate-rows`` and above (numpyro's NUTS still
@@ -636,8 +636,7 @@ def parse(argv):
                         help="from this N on, extrapolate PyMC's NUTS and nutpie and take "
                         "numpyro's NUTS as the reference")
     parser.add_argument("--jobs", type=int, default=2, help="workers at once, one core each")
-    parser.add_argument("--json", default=str(pathlib.Path(__file__).parent / "results"
-                                              / "peers.json"))  # fmt: skip
+    parser.add_argument("--json", default=str(RESULTS / "peers.json"))
     for hidden in ("--worker", "--data", "--out"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     for hidden in ("--tune", "--seed"):

@@ -29,7 +29,7 @@ import pymc as pm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from run_record import environment, write_results  # noqa: E402
+from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
 
@@ -62,8 +62,7 @@ def main(argv=None):
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--columns", type=int, default=20)
     parser.add_argument("--batch", type=int, default=250)
-    parser.add_argument("--json", default=str(pathlib.Path(__file__).parent / "results"
-                                              / "row_layout.json"))  # fmt: skip
+    parser.add_argument("--json", default=str(RESULTS / "row_layout.json"))
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     frame = pd.DataFrame(rng.normal(size=(args.rows, args.columns)))

@@ -9,6 +9,9 @@ import platform
 import subprocess
 import sys
 
+#: Where the benchmarks write their results (committed; the docs read them).
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+
 
 def environment(extra_packages=()):
     """The machine (CPU model, cores), the versions of Python, PyMC, PyTensor, NumPy, ArviZ

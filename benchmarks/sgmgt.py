@@ -76,7 +76,6 @@ import argparse
 import functools
 import gc
 import logging
-import os
 import time
 import warnings
 
@@ -90,7 +89,7 @@ from bench_data import (
     tall_logistic_data,
     tall_logistic_model,
 )
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 from scipy import special, stats
 from sklearn.datasets import load_digits
 from sklearn.metrics import roc_auc_score
@@ -101,8 +100,6 @@ from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.kernels import sgmgt
 from pymc_minibatch.kernels.kinetics import make_kinetics
 from pymc_minibatch.kernels.sgmgt import SGMGTConfig
-
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 WELLS = np.arange(-16.0, 16.1, 4.0)
 WELL_SD = 0.5
@@ -634,7 +631,7 @@ def main():
                         "with --tall)")  # fmt: skip
     parser.add_argument("--plot", default="sgmgt_benchmark.png", help="not written with --tall")
     args = parser.parse_args()
-    json_path = args.json or os.path.join(RESULTS, "sgmgt_tall.json" if args.tall else "sgmgt.json")
+    json_path = args.json or str(RESULTS / ("sgmgt_tall.json" if args.tall else "sgmgt.json"))
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
     started = time.perf_counter()

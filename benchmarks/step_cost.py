@@ -37,7 +37,7 @@ import time
 import numpy as np
 import pymc as pm
 from pymc.step_methods.arraystep import ArrayStep
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 from scipy.special import expit
 
 import pymc_minibatch as pmm
@@ -107,7 +107,7 @@ def measure(n_data):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n-data", type=int, nargs="+", default=list(DEFAULT_N_DATA))
-    parser.add_argument("--json", default="benchmarks/results/step_cost.json",
+    parser.add_argument("--json", default=str(RESULTS / "step_cost.json"),
                         help="where to write the results (with the machine and versions)")
     args = parser.parse_args(argv)
     results = []

@@ -79,7 +79,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 from bench_data import laplace_variances, nuts_step
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
@@ -561,9 +561,8 @@ def main(argv=None):
                         help="NUTS draws at the checked point (logistic d = 10, N = 1e6; "
                         "default 1000)")  # fmt: skip
     parser.add_argument("--memmap", metavar="DIR", help="write X to numpy.memmap files in DIR")
-    results = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-    parser.add_argument("--json", default=os.path.join(results, "tunamh.json"))
-    parser.add_argument("--plot", default="benchmarks/results/tunamh.png")
+    parser.add_argument("--json", default=str(RESULTS / "tunamh.json"))
+    parser.add_argument("--plot", default=str(RESULTS / "tunamh.png"))
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     logging.getLogger("pymc").setLevel(logging.ERROR)

@@ -25,14 +25,12 @@ import sys
 import time
 from pathlib import Path
 
-from run_record import environment, write_results
+from run_record import RESULTS, environment, write_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import tests.zoo*
 
 from tests.zoo import ZOO  # noqa: E402
 from tests.zoo_samplers import SAMPLERS, run_cell  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main():
