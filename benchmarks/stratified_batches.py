@@ -28,13 +28,12 @@ import pymc as pm
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from hierarchical import compare, summarise  # noqa: E402
-from run_record import environment, write_results  # noqa: E402
+from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
 from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
 
 MODELS = ("intercepts_logistic_G100_centred", "intercepts_logistic_G1000_centred")
-RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
 def _row(name, stratify):
@@ -51,15 +50,18 @@ def _row(name, stratify):
     summary = summarise(idata, particles=False)
     effective = np.array([entry["ess"] for entry in summary.values()])
     accuracy = compare(summary, hierarchical_reference(name))
-    row = {"model": name, "stratify": stratify, "noise_ratio": step.noise_ratio,
-           "step_size": step.schedule(0), "setup_s": setup, "sampling_s": sampling,
-           "min_ess": effective.min(), "median_ess": np.median(effective),
-           "ess_per_s": effective.min() / sampling, **accuracy}  # fmt: skip
-    return row, (f"{name:34s} {str(stratify):6s} {step.noise_ratio:7.3f} {step.schedule(0):6.3f} "
-            f"{setup:6.1f} {sampling:6.1f} {effective.min():7.0f} {np.median(effective):7.0f} "
-            f"{effective.min() / sampling:7.1f} {accuracy['max_mean_error_sd']:6.3f} "
-            f"{accuracy['max_mean_error_mcse']:6.2f} "
-            f"{accuracy['sd_ratio_min']:5.2f}-{accuracy['sd_ratio_max']:4.2f}")  # fmt: skip
+    return {"model": name, "stratify": stratify, "noise_ratio": step.noise_ratio,
+            "step_size": step.schedule(0), "setup_s": setup, "sampling_s": sampling,
+            "min_ess": effective.min(), "median_ess": np.median(effective),
+            "ess_per_s": effective.min() / sampling, **accuracy}  # fmt: skip
+
+
+def _line(row):
+    return (f"{row['model']:34s} {str(row['stratify']):6s} {row['noise_ratio']:7.3f} "
+            f"{row['step_size']:6.3f} {row['setup_s']:6.1f} {row['sampling_s']:6.1f} "
+            f"{row['min_ess']:7.0f} {row['median_ess']:7.0f} {row['ess_per_s']:7.1f} "
+            f"{row['max_mean_error_sd']:6.3f} {row['max_mean_error_mcse']:6.2f} "
+            f"{row['sd_ratio_min']:5.2f}-{row['sd_ratio_max']:4.2f}")  # fmt: skip
 
 
 def main():
@@ -73,9 +75,8 @@ def main():
     rows = []
     for name in MODELS:
         for stratify in (True, False):
-            row, line = _row(name, stratify)
-            print(line, flush=True)
-            rows.append(row)
+            rows.append(_row(name, stratify))
+            print(_line(rows[-1]), flush=True)
     write_results(args.json, {"environment": environment(), "runs": rows})
     print(f"wrote {args.json}")
 

@@ -24,6 +24,7 @@ import re
 import sys
 import types
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +195,10 @@ def test_a_left_out_example_fails_where_every_extra_is_required(monkeypatch):
     monkeypatch.setenv(REQUIRE_EXTRAS, "1")
     with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_EXTRAS} is set"):
         _run_module_doctests(_module_with_only_an_optional_example(monkeypatch))
+
+
+def test_ci_runs_the_doctests_with_every_extra_required():
+    # the skip above (an extra not installed) must never hide an example in CI: .ci/run runs
+    # the slow tests, the doctests among them, with every extra installed and this variable set
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
+    assert re.search(rf"^{REQUIRE_EXTRAS}=1 run_pytest \S+ -m slow\b", ci, flags=re.M)
