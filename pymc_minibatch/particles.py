@@ -21,6 +21,7 @@ from pymc_minibatch.answer_check import AnswerCheckWarning, SteinCheck
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import particles as kernels
 from pymc_minibatch.kernels import stein_check
+from pymc_minibatch.kernels import strata as stratified
 from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
 from pymc_minibatch.kernels.preconditioning import (
     DiagonalPreconditioner,
@@ -30,6 +31,7 @@ from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.model import control_variates as cv
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.model.recentring import recentring
+from pymc_minibatch.model.structure import batch_strata
 from pymc_minibatch.results import draws_to_result
 
 METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
@@ -107,6 +109,28 @@ noise moves the particles' mean by about ``sqrt(step_size * r / 2)`` posterior s
 DEFAULT_BATCH_SIZE = 1000
 """Rows per step by default (all rows when there are fewer)."""
 
+GROUP_MOMENTUM = 0.95
+"""SVGD's heavy-ball momentum on hierarchical models by default (``momentum="auto"``).
+
+A hierarchical model's group scale and the spread of its weakly identified groups' effects
+relax together, slowly: each can move only as far as the other has (the slow mixing of
+the centred parametrisation, Papaspiliopoulos, Roberts & Sköld 2007, seen in a gradient
+flow). The Laplace start puts the scale at the joint mode, several sds below its posterior
+mean with many groups, so plain steps leave it short: on ``benchmarks/hierarchical.py``'s
+1000-group model (10^5 rows) the group scale's mean is 0.87 posterior sd low after the
+default 1000 steps and 0.42 after 3000. Momentum ``beta`` carries a drift that persists
+``1 / (1 - beta)`` times as far per step (Polyak 1964, "Some methods of speeding up the
+convergence of iteration methods", USSR Comput. Math. Math. Phys. 4(5); for particle
+methods Liu, Zhuo, Cheng, Zhang & Zhu 2019, "Understanding and accelerating particle-based
+variational inference", ICML): with 0.95 the scale comes within 0.13 sd there in 1000
+steps. At 0.98 the scale overshot (3.9 sds high): 0.95 leaves every mode whose
+curvature is at least about ``(1 - beta)^2 / (4 step_size)`` damped within tens of steps.
+It does not move the fixed points (a zero velocity keeps a zero momentum)."""
+
+MOMENTUM_FRACTION = 0.8
+"""Share of the steps that carry momentum; the rest are plain steps, over which the
+coordinates that relax quickly shed the gradient noise that momentum amplifies."""
+
 CHECK_BATCHES = 4
 """Fresh batches whose gradient estimates, averaged, score the final particles for the
 answer check."""
@@ -154,6 +178,7 @@ def sample_particles(
     wasserstein_weight=None,
     entropic_reg=None,
     adagrad=False,
+    momentum="auto",
     precondition=True,
     init="laplace",
     control_variates="auto",
@@ -234,6 +259,13 @@ def sample_particles(
     adagrad : bool, default False
         Divide each coordinate of the velocity by the root of an exponential average of its
         squares (decay 0.9, as in Liu & Wang's SVGD code).
+    momentum : float or "auto", default "auto"
+        Heavy-ball momentum ``beta`` in ``[0, 1)``: each move is ``step_size`` times
+        ``m_t = beta m_(t-1) + v_t``, over the first 80% of the steps (plain steps after,
+        ``MOMENTUM_FRACTION``). It speeds up slow directions without moving the fixed
+        points. ``"auto"``: ``GROUP_MOMENTUM`` (0.95) for SVGD on a hierarchical model
+        (rows that touch one group's parameters each), whose group scale relaxes slowly
+        from the Laplace start, else 0.
     precondition : bool, default True
         Run in ``z`` with ``theta = L z``, where ``L`` whitens the curvature of the log
         posterior at the mode (the Cholesky factor of the exact full-data curvature, block
@@ -376,8 +408,10 @@ def sample_particles(
     preconditioner = (
         fit.preconditioner if precondition else identity_preconditioner(minibatch_model.ndim)
     )
+    momentum = _momentum(momentum, method, minibatch_model, fit)
     run = _ParticleRun(method, settings, gradients, preconditioner, schedule,
                        _Batches(n_data, batch_size, rng), adagrad=bool(adagrad),
+                       momentum=momentum,
                        coordinate_names=minibatch_model.coordinate_names())  # fmt: skip
     thetas, logp, history = run.run(thetas, n_steps, progressbar)
     elapsed = time.perf_counter() - started
@@ -401,6 +435,7 @@ def sample_particles(
         "precondition": int(precondition),
         "control_variates": int(use_control_variates),
         "adagrad": int(bool(adagrad)),
+        "momentum": momentum,
         "sampling_time": elapsed,
     }
     if method in ("wsgld", "pisgld"):
@@ -411,8 +446,10 @@ def sample_particles(
 def _check_answer(fit, minibatch_model, method, thetas, run):
     """Warn when the particles are far from the posterior by Stein's identities (see
     :mod:`pymc_minibatch.answer_check`; too narrow only for SVGD), with their gradients
-    averaged over ``CHECK_BATCHES`` fresh batches (an unbiased estimate)."""
-    grads = sum(run.gradients(thetas, run.batches.next())[1] for _ in range(CHECK_BATCHES))
+    averaged over ``CHECK_BATCHES`` fresh batches (an unbiased estimate; see
+    :func:`_check_batches`)."""
+    batches = _check_batches(minibatch_model, run.batches)
+    grads = sum(run.gradients(thetas, *batches.next())[1] for _ in range(CHECK_BATCHES))
     narrowing = method in DOCUMENTED_SD_RATIO  # their narrowed spread is documented
     check = SteinCheck(
         fit, minibatch_model.coordinate_names(), f"sample_particles({method!r})",
@@ -429,13 +466,14 @@ class _ParticleRun:
     """The particle loop in preconditioned coordinates ``z`` (``theta = z L^T`` row-wise)."""
 
     def __init__(self, method, settings, gradients, preconditioner, schedule, batches,
-                 adagrad, coordinate_names):  # fmt: skip
+                 adagrad, momentum, coordinate_names):  # fmt: skip
         self.method = method
         self.gradients = gradients
         self.coordinate_names = coordinate_names
         self.schedule = schedule
         self.batches = batches
         self.adagrad = adagrad
+        self.momentum = momentum
         self.bandwidth_scale = settings["bandwidth_scale"]
         self.coordinate_kernel = settings["kernel"] == "coordinates"
         self.wasserstein_weight = settings["wasserstein_weight"]
@@ -449,13 +487,15 @@ class _ParticleRun:
         to_theta = self.preconditioner.to_theta
         z = self.preconditioner.to_z(thetas)
         anchor, previous, squares = z.copy(), z.copy(), None
+        carried = np.zeros_like(z)  # the heavy ball's momentum
+        momentum_steps = int(MOMENTUM_FRACTION * n_steps) if self.momentum else 0
         history = {name: np.empty(n_steps) for name in ("step_size", "bandwidth",
                    "mean_grad_norm", "mean_velocity_norm", "spread")}  # fmt: skip
         drifts, rates = np.empty((n_steps, z.shape[1])), np.empty(n_steps)
         with _progress(progressbar, n_steps, self.method) as advance:
             for step in range(n_steps):
                 step_size = float(self.schedule(step))
-                logp, grads = self.gradients(to_theta(z), self.batches.next())
+                logp, grads = self.gradients(to_theta(z), *self.batches.next())
                 self._check_finite(step, step_size, logp, grads)
                 grads_z = self.preconditioner.gradient_to_z(grads)
                 bandwidth = self.bandwidth_scale * (
@@ -470,7 +510,11 @@ class _ParticleRun:
                         ADAGRAD_DECAY * squares + (1 - ADAGRAD_DECAY) * velocity**2
                     )  # fmt: skip
                     velocity = velocity / (ADAGRAD_FUDGE + np.sqrt(squares))
-                previous, z = z, z + step_size * velocity
+                move = velocity
+                if step < momentum_steps:
+                    carried = self.momentum * carried + velocity
+                    move = carried
+                previous, z = z, z + step_size * move
                 self._check_runaway(step, step_size, z, anchor)
                 history["step_size"][step] = step_size
                 history["bandwidth"][step] = np.median(bandwidth)  # over coordinates
@@ -562,20 +606,44 @@ def _window_mean(values):
     return values.mean(axis=0), values.std(axis=0) / np.sqrt(values.shape[0])
 
 
-class _Batches:
-    """Row batches of a fixed size from epochs without replacement (all rows: no shuffling)."""
+def _check_batches(minibatch_model, batches):
+    """The answer check's batches: those of the run (``batches``), but stratified by group
+    in a hierarchical model (:mod:`pymc_minibatch.kernels.strata`) when the batch holds a
+    row of each group and not every row.
 
-    def __init__(self, n_data, batch_size, rng):
-        self.n_data, self.batch_size, self.rng = n_data, batch_size, rng
+    A group's particles are judged by its rows' curvature. ``CHECK_BATCHES`` uniform
+    batches of ``B`` rows among ``N`` miss every row of a group of ``n`` rows with
+    probability about ``exp(-CHECK_BATCHES B n / N)`` (``exp(-4)`` for a group of a hundred
+    rows among 10^5 with the default batches), so with a thousand groups some are missed
+    every time: their gradients then carry the prior's curvature alone, and the check took
+    such a group's particles for far too narrow. Stratified batches hold rows of every
+    group. The run itself keeps uniform batches.
+    """
+    strata = None
+    if batches.batch_size < batches.n_data:
+        strata = batch_strata("auto", minibatch_model, True, batches.batch_size)
+    return _Batches(batches.n_data, batches.batch_size, batches.rng, strata)
+
+
+class _Batches:
+    """Row batches of a fixed size: stratified by group with ``strata``, else from epochs
+    without replacement (all rows: no shuffling)."""
+
+    def __init__(self, n_data, batch_size, rng, strata=None):
+        self.n_data, self.batch_size, self.rng, self.strata = n_data, batch_size, rng, strata
         self.permutation, self.cursor = None, 0
 
     def next(self):
+        """``(rows, weights)``: each row's weight in a sum over all rows, None for the
+        uniform ``N / batch_size``."""
+        if self.strata is not None:
+            return stratified.draw(self.rng, self.strata), self.strata.weights
         if self.batch_size == self.n_data:
-            return np.arange(self.n_data)
+            return np.arange(self.n_data), None
         rows, self.permutation, self.cursor = next_epoch_batch(
             self.rng, self.n_data, self.batch_size, self.permutation, self.cursor
         )
-        return rows
+        return rows, None
 
 
 class _DefaultSchedule:
@@ -617,6 +685,18 @@ def _validate(method, n_particles, n_steps, bandwidth_scale, wasserstein_weight,
     if not (isinstance(weight, int | float | np.number) and np.isfinite(weight) and weight >= 0):
         raise ValueError(f"wasserstein_weight must be a non-negative finite number, got {weight!r}")
     return settings
+
+
+def _momentum(momentum, method, minibatch_model, fit):
+    """The heavy ball's ``beta``: ``momentum`` checked, or the default of ``"auto"``."""
+    if isinstance(momentum, str) and momentum == "auto":
+        hierarchical = fit is not None and minibatch_model.structure().n_groups > 0
+        return GROUP_MOMENTUM if method == "svgd" and hierarchical else 0.0
+    if isinstance(momentum, bool) or not (
+        isinstance(momentum, int | float | np.number) and 0 <= momentum < 1
+    ):
+        raise ValueError(f"momentum must be 'auto' or a number in [0, 1), got {momentum!r}")
+    return float(momentum)
 
 
 def _kernel(kernel, method, n_particles, ndim):

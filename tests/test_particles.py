@@ -137,6 +137,10 @@ def test_default_schedule_decays_to_the_noise_budget(model):
         ({"wasserstein_weight": -1.0}, ValueError, "wasserstein_weight"),
         ({"entropic_reg": np.inf}, ValueError, "entropic_reg"),
         ({"gamma": 0.1, "wasserstein_weight": 0.1}, TypeError, "former name"),
+        ({"momentum": 1.0}, ValueError, "momentum must be"),
+        ({"momentum": -0.1}, ValueError, "momentum must be"),
+        ({"momentum": True}, ValueError, "momentum must be"),
+        ({"momentum": "fast"}, ValueError, "momentum must be"),
         ({"init": "map"}, ValueError, "init must be"),
         ({"init": np.zeros((3, 3))}, ValueError, "shape"),
         ({"init": np.full((12, 3), np.nan)}, ValueError, "non-finite"),
@@ -146,6 +150,50 @@ def test_bad_arguments_are_refused(model, kwargs, error, match):
     kwargs = {"method": "svgd", **QUICK, **kwargs}
     with pytest.raises(error, match=match):
         pmm.sample_particles(model=model, **kwargs)
+
+
+def test_hierarchical_models_get_momentum_and_a_stratified_check(model):
+    """``momentum="auto"``: the heavy ball for SVGD when rows touch one group's parameters
+    each (``GROUP_MOMENTUM``), plain steps otherwise; a given value is used as is. The
+    answer check's batches are stratified by group there, so that each holds rows of every
+    group, and uniform elsewhere or when a batch holds every row."""
+    groups = np.arange(300) % 6
+    with pm.Model() as hierarchical:
+        tau = pm.HalfNormal("tau", 1.0)
+        a = pm.Normal("a", 0.0, tau, shape=6)
+        pm.Normal("y", a[groups] + X[:, 0], 1.0, observed=Y + 0.5 * groups)
+
+    def momentum(method, on, **settings):
+        idata = pmm.sample_particles(method, model=on, random_seed=0, **QUICK, **settings)
+        return posterior(idata).attrs["momentum"]
+
+    assert momentum("svgd", hierarchical) == pmm.particles.GROUP_MOMENTUM
+    assert momentum("wsgld_blob", hierarchical) == 0.0
+    assert momentum("svgd", model) == 0.0
+    assert momentum("svgd", model, momentum=0.5) == 0.5
+
+    def check_batches(on, batch_size):
+        minibatch_model = pmm.MinibatchModel(on)
+        minibatch_model.laplace()  # the structure, as sample_particles has it then
+        run_batches = pmm.particles._Batches(300, batch_size, np.random.default_rng(0))
+        return pmm.particles._check_batches(minibatch_model, run_batches)
+
+    batches = check_batches(hierarchical, 12)
+    rows, weights = batches.next()
+    assert np.array_equal(np.unique(groups[rows]), np.arange(6))  # every group, 2 rows each
+    assert rows.size == 12 and np.allclose(weights, 25.0)  # 50 rows per group
+    assert check_batches(hierarchical, 300).strata is None
+    assert check_batches(model, 12).strata is None
+
+
+def test_momentum_moves_the_particles_and_is_reproducible(model):
+    runs = [
+        posterior(pmm.sample_particles("svgd", model=model, random_seed=4, momentum=beta,
+                                       **QUICK))["beta"].values  # fmt: skip
+        for beta in (0.0, 0.9, 0.9)
+    ]
+    assert not np.allclose(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[1], runs[2])
 
 
 @pytest.mark.parametrize(("old", "new"), [("gamma", "wasserstein_weight"), ("lam", "entropic_reg")])
