@@ -116,16 +116,18 @@ A hierarchical model's group scale and the spread of its weakly identified group
 relax together, slowly: each can move only as far as the other has (the slow mixing of
 the centred parametrisation, Papaspiliopoulos, Roberts & Sköld 2007, seen in a gradient
 flow). The Laplace start puts the scale at the joint mode, several sds below its posterior
-mean with many groups, so plain steps leave it short: on ``benchmarks/hierarchical.py``'s
-1000-group model (10^5 rows) the group scale's mean is 0.87 posterior sd low after the
-default 1000 steps and 0.42 after 3000. Momentum ``beta`` carries a drift that persists
-``1 / (1 - beta)`` times as far per step (Polyak 1964, "Some methods of speeding up the
-convergence of iteration methods", USSR Comput. Math. Math. Phys. 4(5); for particle
-methods Liu, Zhuo, Cheng, Zhang & Zhu 2019, "Understanding and accelerating particle-based
-variational inference", ICML): with 0.95 the scale comes within 0.13 sd there in 1000
-steps. At 0.98 the scale overshot (3.9 sds high): 0.95 leaves every mode whose
-curvature is at least about ``(1 - beta)^2 / (4 step_size)`` damped within tens of steps.
-It does not move the fixed points (a zero velocity keeps a zero momentum)."""
+mean with many groups, so plain steps leave it short: on the hierarchical zoo's 1000-group
+model (10^5 rows) the group scale's mean is 0.87 posterior sd low after the default 1000
+steps and 0.42 after 3000 (``benchmarks/particle_momentum.py``). Momentum ``beta`` carries
+a drift that persists ``1 / (1 - beta)`` times as far per step (Polyak 1964, "Some methods
+of speeding up the convergence of iteration methods", USSR Comput. Math. Math. Phys.
+4(5); for particle methods Liu, Zhuo, Cheng, Zhang & Zhu 2019, "Understanding and
+accelerating particle-based variational inference", ICML): with 0.95 the scale comes
+within 0.13 sd there in 1000 steps; with 0.98 it overshoots, to 3.9 sds high. On a linear
+mode of rate ``lambda`` (its velocity ``-lambda`` times its offset) the heavy ball decays
+by ``sqrt(beta)`` per step (within tens of steps at 0.95) when ``lambda`` exceeds
+``(1 - sqrt(beta))^2 / step_size``, and ``1 / (1 - beta)`` times as fast as plain steps
+below. It does not move the fixed points (a zero velocity keeps a zero momentum)."""
 
 MOMENTUM_FRACTION = 0.8
 """Share of the steps that carry momentum; the rest are plain steps, over which the
@@ -246,10 +248,10 @@ def sample_particles(
         of ``benchmarks/hierarchical.py`` (``benchmarks/results/hierarchical_N1e5_G*.json``)
         the joint kernel's sds came out 0.64-0.89 of nutpie's with 106 parameters and
         0.50-0.87 with 1006 (a mean 4.2 sds off); the coordinate kernel's 0.91-1.03 and
-        0.87-1.10, with means within 0.09 sd and 0.82 sd (a kernel per coordinate cannot
-        tie a group scale to the spread of the group effects). ``tests/statistical/
-        test_hierarchical.py`` holds it to NUTS with 106 parameters. The other methods
-        use the joint kernel.
+        0.87-1.10, with means within 0.09 sd and 0.82 sd (the group scale, which plain
+        steps carry up from the Laplace start too slowly: see ``momentum``).
+        ``tests/statistical/test_hierarchical.py`` holds it, with its default momentum, to
+        NUTS with 106 and 1006 parameters. The other methods use the joint kernel.
     wasserstein_weight : float, optional
         Weight ``gamma`` of the Wasserstein term: default ``1 / M`` for w-SGLD, 0 for
         pi-SGLD. Formerly ``gamma``, still accepted with a ``FutureWarning``.
