@@ -18,14 +18,8 @@ flagged when exact. On draws ``theta`` with scores ``g`` (exact, or any unbiased
 minibatch estimate: its noise widens the standard errors, not the statistics), in the units
 ``u = (theta - mode) / sigma`` and ``t = sigma g`` of the Laplace sds ``sigma``:
 
-- ``offset_j = -mean(t_j) max(1, sd(u_j))``: zero for the posterior; ``(mean_q - mean_p) /
-  sd_p`` for a Gaussian posterior whose sd the draws' or, if larger, the Laplace sd
-  matches. Without the factor ``sd(u_j)`` (the draws' sd in Laplace sds) the offset is
-  ``sigma_j / sd_p`` times the error in posterior sds, which hides a group scale whose
-  Laplace sd at the joint mode is a fraction of its posterior sd: SVGD's particles 3.9
-  posterior sds off in such a scale went unreported (momentum 0.98 in
-  ``benchmarks/particle_momentum.py``). Draws narrower than the Laplace sd keep the Laplace
-  units, so that a collapsed sampler cannot shrink its own offset.
+- ``offset_j = -mean(t_j)``: zero for the posterior; ``(mean_q - mean_p) / sd_p`` for a
+  Gaussian posterior whose sd the Laplace sd matches.
 - ``spread_j = -mean((u_j - mean(u_j)) t_j)``: one for the posterior; ``(sd_q / sd_p)^2``
   for a Gaussian posterior, whatever the units.
 - ``overall spread``: the mean of ``spread_j`` over the coordinates, which sees a narrowing
@@ -74,13 +68,12 @@ FAMILY_ERROR = 1e-3
 
 
 class SteinState(NamedTuple):
-    """Batch sums of ``u``, ``t``, ``u t`` and ``u^2`` over the draws seen so far."""
+    """Batch sums of ``u``, ``t`` and ``u t`` over the draws seen so far."""
 
     count: int
     batch_length: int
     sums: np.ndarray
-    """Shape ``(MAX_BATCHES, 4, d)``: per batch, the sums of ``u``, ``t``, ``u t`` and
-    ``u^2``."""
+    """Shape ``(MAX_BATCHES, 3, d)``: per batch, the sums of ``u``, ``t`` and ``u t``."""
 
 
 class Disagreement(NamedTuple):
@@ -99,7 +92,7 @@ class Disagreement(NamedTuple):
 
 def init(ndim: int) -> SteinState:
     """No draws seen yet."""
-    return SteinState(0, 1, np.zeros((MAX_BATCHES, 4, ndim)))
+    return SteinState(0, 1, np.zeros((MAX_BATCHES, 3, ndim)))
 
 
 def update(state: SteinState, units: np.ndarray, scores: np.ndarray) -> SteinState:
@@ -119,7 +112,6 @@ def update(state: SteinState, units: np.ndarray, scores: np.ndarray) -> SteinSta
         sums[batch, 0] += u
         sums[batch, 1] += t
         sums[batch, 2] += u * t
-        sums[batch, 3] += u * u
         count += 1
     return SteinState(count, length, sums)
 
@@ -136,10 +128,9 @@ def statistics(state: SteinState):
     n_batches = min(state.count // state.batch_length, MAX_BATCHES)
     if n_batches < MIN_BATCHES:
         return None
-    means = state.sums[:n_batches] / state.batch_length  # (B, 4, d)
+    means = state.sums[:n_batches] / state.batch_length  # (B, 3, d)
     mean_u = means[:, 0].mean(axis=0)
-    sd_u = np.sqrt(np.maximum(means[:, 3].mean(axis=0) - mean_u**2, 0.0))
-    offsets = -means[:, 1] * np.maximum(sd_u, 1.0)
+    offsets = -means[:, 1]
     spreads = -(means[:, 2] - mean_u * means[:, 1])
     overall = spreads.mean(axis=1)
 

@@ -90,6 +90,22 @@ def test_sd_ratio_at_the_defaults_is_the_measured_one(gaussian_5d, method):
 
 
 @pytest.mark.slow
+def test_momentum_keeps_svgds_fixed_point(gaussian_5d):
+    """The heavy ball of hierarchical models (``GROUP_MOMENTUM``) on the same problem: the
+    same means and sd ratio as plain steps (a zero velocity keeps a zero momentum), within
+    the tolerance above, from the Laplace start and from one sd off."""
+    _, mean, covariance = gaussian_5d
+    momentum = pmm.particles.GROUP_MOMENTUM
+    mean_error, ratio = sd_ratio_at_defaults(gaussian_5d, "svgd", SD_RATIO_SEEDS[0],
+                                             momentum=momentum)  # fmt: skip
+    measured, spread = pmm.particles.MEASURED_SD_RATIO["svgd"]
+    assert abs(ratio - measured) <= 4 * spread and mean_error < 0.1
+    mean_error, _ = sd_ratio_at_defaults(gaussian_5d, "svgd", 1, momentum=momentum,
+                                         init=wrong_start(mean, covariance, 100))  # fmt: skip
+    assert mean_error < 0.1
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("method", pmm.particles.METHODS)
 def test_full_gradient_means_match_a_5d_gaussian(gaussian_5d, method):
     """Means within 0.1 sd from a start one sd off (on a Gaussian the mode is the mean, so
