@@ -21,7 +21,6 @@ from pymc_minibatch.answer_check import AnswerCheckWarning, SteinCheck
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import particles as kernels
 from pymc_minibatch.kernels import stein_check
-from pymc_minibatch.kernels import strata as stratified
 from pymc_minibatch.kernels.batches import checked_batch_size, next_epoch_batch
 from pymc_minibatch.kernels.preconditioning import (
     DiagonalPreconditioner,
@@ -31,7 +30,6 @@ from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.model import control_variates as cv
 from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.model.recentring import recentring
-from pymc_minibatch.model.structure import batch_strata
 from pymc_minibatch.results import draws_to_result
 
 METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
@@ -138,7 +136,16 @@ coordinates that relax quickly shed the gradient noise that momentum amplifies."
 
 CHECK_BATCHES = 4
 """Fresh batches whose gradient estimates, averaged, score the final particles for the
-answer check."""
+answer check (at least; see ``CHECK_ROWS_PER_GROUP``)."""
+
+CHECK_ROWS_PER_GROUP = 20
+"""Rows per group, on average, that the answer check's batches hold together in a
+hierarchical model. A group's particles are judged by its rows' curvature, and batches
+that hold none of a group's rows leave the prior's curvature alone, by which the check
+takes the group's particles for far too narrow: ``CHECK_BATCHES`` batches of 1000 rows
+among 10^5 miss every row of a group of a hundred rows with probability ``exp(-4)``, so
+with a thousand groups a dozen or more are missed each time. With twenty rows per group
+on average a group of a hundred is missed with probability ``exp(-20)``."""
 RUNAWAY_DISTANCE = 1e4
 """Preconditioned units from the start beyond which a particle has diverged."""
 
@@ -453,10 +460,9 @@ def sample_particles(
 def _check_answer(fit, minibatch_model, method, thetas, run):
     """Warn when the particles are far from the posterior by Stein's identities (see
     :mod:`pymc_minibatch.answer_check`; too narrow only for SVGD), with their gradients
-    averaged over ``CHECK_BATCHES`` fresh batches (an unbiased estimate; see
-    :func:`_check_batches`)."""
-    batches = _check_batches(minibatch_model, run.batches)
-    grads = sum(run.gradients(thetas, *batches.next())[1] for _ in range(CHECK_BATCHES))
+    averaged over fresh batches (an unbiased estimate; see :func:`_check_batch_count`)."""
+    count = _check_batch_count(minibatch_model, run.batches.batch_size)
+    grads = sum(run.gradients(thetas, run.batches.next())[1] for _ in range(count))
     narrowing = method in DOCUMENTED_SD_RATIO  # their narrowed spread is documented
     check = SteinCheck(
         fit, minibatch_model.coordinate_names(), f"sample_particles({method!r})",
@@ -464,7 +470,7 @@ def _check_answer(fit, minibatch_model, method, thetas, run):
         "exactly with pmm.TunaMH.",
         spread_range=(0.0, stein_check.SPREAD_LIMIT) if narrowing else None,
     )  # fmt: skip
-    message = check.check_all(thetas, grads / CHECK_BATCHES, "(the particles)")
+    message = check.check_all(thetas, grads / count, "(the particles)")
     if message is not None:
         warnings.warn(message, AnswerCheckWarning, stacklevel=4)
 
@@ -502,7 +508,7 @@ class _ParticleRun:
         with _progress(progressbar, n_steps, self.method) as advance:
             for step in range(n_steps):
                 step_size = float(self.schedule(step))
-                logp, grads = self.gradients(to_theta(z), *self.batches.next())
+                logp, grads = self.gradients(to_theta(z), self.batches.next())
                 self._check_finite(step, step_size, logp, grads)
                 grads_z = self.preconditioner.gradient_to_z(grads)
                 bandwidth = self.bandwidth_scale * (
@@ -613,44 +619,30 @@ def _window_mean(values):
     return values.mean(axis=0), values.std(axis=0) / np.sqrt(values.shape[0])
 
 
-def _check_batches(minibatch_model, batches):
-    """The answer check's batches: those of the run (``batches``), but stratified by group
-    in a hierarchical model (:mod:`pymc_minibatch.kernels.strata`) when the batch holds a
-    row of each group and not every row.
-
-    A group's particles are judged by its rows' curvature. ``CHECK_BATCHES`` uniform
-    batches of ``B`` rows among ``N`` miss every row of a group of ``n`` rows with
-    probability about ``exp(-CHECK_BATCHES B n / N)`` (``exp(-4)`` for a group of a hundred
-    rows among 10^5 with the default batches), so with a thousand groups some are missed
-    every time: their gradients then carry the prior's curvature alone, and the check took
-    such a group's particles for far too narrow. Stratified batches hold rows of every
-    group. The run itself keeps uniform batches.
-    """
-    strata = None
-    if batches.batch_size < batches.n_data:
-        strata = batch_strata("auto", minibatch_model, True, batches.batch_size)
-    return _Batches(batches.n_data, batches.batch_size, batches.rng, strata)
+def _check_batch_count(minibatch_model, batch_size):
+    """Batches for the answer check: ``CHECK_BATCHES``, or in a hierarchical model enough
+    for ``CHECK_ROWS_PER_GROUP`` rows per group on average (one when a batch holds every
+    row)."""
+    if batch_size == minibatch_model.n_data:
+        return 1
+    n_groups = minibatch_model.structure().n_groups  # found by the Laplace fit
+    return max(CHECK_BATCHES, -(-CHECK_ROWS_PER_GROUP * n_groups // batch_size))
 
 
 class _Batches:
-    """Row batches of a fixed size: stratified by group with ``strata``, else from epochs
-    without replacement (all rows: no shuffling)."""
+    """Row batches of a fixed size from epochs without replacement (all rows: no shuffling)."""
 
-    def __init__(self, n_data, batch_size, rng, strata=None):
-        self.n_data, self.batch_size, self.rng, self.strata = n_data, batch_size, rng, strata
+    def __init__(self, n_data, batch_size, rng):
+        self.n_data, self.batch_size, self.rng = n_data, batch_size, rng
         self.permutation, self.cursor = None, 0
 
     def next(self):
-        """``(rows, weights)``: each row's weight in a sum over all rows, None for the
-        uniform ``N / batch_size``."""
-        if self.strata is not None:
-            return stratified.draw(self.rng, self.strata), self.strata.weights
         if self.batch_size == self.n_data:
-            return np.arange(self.n_data), None
+            return np.arange(self.n_data)
         rows, self.permutation, self.cursor = next_epoch_batch(
             self.rng, self.n_data, self.batch_size, self.permutation, self.cursor
         )
-        return rows, None
+        return rows
 
 
 class _DefaultSchedule:

@@ -152,11 +152,11 @@ def test_bad_arguments_are_refused(model, kwargs, error, match):
         pmm.sample_particles(model=model, **kwargs)
 
 
-def test_hierarchical_models_get_momentum_and_a_stratified_check(model):
+def test_hierarchical_models_get_momentum_and_a_longer_check(model):
     """``momentum="auto"``: the heavy ball for SVGD when rows touch one group's parameters
     each (``GROUP_MOMENTUM``), plain steps otherwise; a given value is used as is. The
-    answer check's batches are stratified by group there, so that each holds rows of every
-    group, and uniform elsewhere or when a batch holds every row."""
+    answer check there averages enough batches for ``CHECK_ROWS_PER_GROUP`` rows per group,
+    ``CHECK_BATCHES`` elsewhere, one when a batch holds every row."""
     groups = np.arange(300) % 6
     with pm.Model() as hierarchical:
         tau = pm.HalfNormal("tau", 1.0)
@@ -175,15 +175,12 @@ def test_hierarchical_models_get_momentum_and_a_stratified_check(model):
     def check_batches(on, batch_size):
         minibatch_model = pmm.MinibatchModel(on)
         minibatch_model.laplace()  # the structure, as sample_particles has it then
-        run_batches = pmm.particles._Batches(300, batch_size, np.random.default_rng(0))
-        return pmm.particles._check_batches(minibatch_model, run_batches)
+        return pmm.particles._check_batch_count(minibatch_model, batch_size)
 
-    batches = check_batches(hierarchical, 12)
-    rows, weights = batches.next()
-    assert np.array_equal(np.unique(groups[rows]), np.arange(6))  # every group, 2 rows each
-    assert rows.size == 12 and np.allclose(weights, 25.0)  # 50 rows per group
-    assert check_batches(hierarchical, 300).strata is None
-    assert check_batches(model, 12).strata is None
+    assert check_batches(hierarchical, 10) == 12  # 20 rows for each of 6 groups
+    assert check_batches(hierarchical, 100) == pmm.particles.CHECK_BATCHES
+    assert check_batches(hierarchical, 300) == 1
+    assert check_batches(model, 10) == pmm.particles.CHECK_BATCHES
 
 
 def test_momentum_moves_the_particles_and_is_reproducible(model):

@@ -430,10 +430,9 @@ class MinibatchModel:
                              f"{weights.shape}")  # fmt: skip
         return weights
 
-    def grad_estimate_particles(self, thetas, idx, weights=None):
+    def grad_estimate_particles(self, thetas, idx):
         """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
-        same rows ``idx`` (gathered once; ``weights`` as in :meth:`grad_estimate`). Returns
-        values ``(M,)`` and gradients ``(M, ndim)``.
+        same rows ``idx`` (gathered once). Returns values ``(M,)`` and gradients ``(M, ndim)``.
 
         One call of one compiled function for all particles: the graph of
         :meth:`grad_estimate` and its gradient vectorised over a leading particle axis of
@@ -460,8 +459,7 @@ class MinibatchModel:
             # gathered row (AdvancedIncSubtensor1 runtime-broadcasting check): the row twice
             # at half the scale is the same estimate
             idx = np.repeat(idx, 2)
-            weights = None if weights is None else np.repeat(weights, 2) / 2
-        weights = self._row_weights(idx, weights)
+        weights = self._row_weights(idx, None)
         values, grads = self._call(
             "grad_estimate_particles",
             np.ascontiguousarray(thetas),

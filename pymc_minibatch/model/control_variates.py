@@ -64,13 +64,13 @@ class ControlVariateGradients:
         )
         return value + self.centre_loglik, grad + self.centre_grad_loglik
 
-    def particles(self, thetas, idx, weights=None):
-        """The estimates at each row of ``thetas`` (shape ``(M, ndim)``) on the same rows
-        (with ``weights`` as in :meth:`__call__`): values ``(M,)`` and gradients ``(M,
-        ndim)``. The centre's minibatch terms are computed once for all particles."""
+    def particles(self, thetas, idx):
+        """The estimates at each row of ``thetas`` (shape ``(M, ndim)``) on the same rows:
+        values ``(M,)`` and gradients ``(M, ndim)``. The centre's minibatch terms are
+        computed once for all particles."""
         mm = self.minibatch_model
-        logp, grads = mm.grad_estimate_particles(thetas, idx, weights)
-        centre_logp, centre_grad = mm.grad_estimate(self.centre, idx, weights)
+        logp, grads = mm.grad_estimate_particles(thetas, idx)
+        centre_logp, centre_grad = mm.grad_estimate(self.centre, idx)
         # grad_estimate includes the prior at the centre: keep only its likelihood part
         centre_prior, centre_prior_grad = self._centre_prior
         centre_loglik = centre_logp - centre_prior

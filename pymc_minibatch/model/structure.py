@@ -30,8 +30,6 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace
 
-from pymc_minibatch.kernels.strata import stratify as stratify_rows
-
 #: Rows of the subsample that rules out most candidate variables before the full pass.
 SUBSAMPLE_ROWS = 512
 #: Relative tolerance of the identities above (exact up to rounding in the derivatives).
@@ -65,36 +63,6 @@ class ParameterStructure(NamedTuple):
 def all_shared(ndim):
     """The structure with every coordinate shared (a dense Hessian)."""
     return ParameterStructure(np.arange(ndim), np.empty((0, 0), dtype=np.int64), None, ())
-
-
-def check_stratify(stratify):
-    """Refuse a ``stratify`` argument other than ``"auto"``, True or False."""
-    if not (isinstance(stratify, bool) or (isinstance(stratify, str) and stratify == "auto")):
-        raise ValueError(f"stratify must be 'auto', True or False, got {stratify!r}")
-
-
-def batch_strata(stratify, minibatch_model, fitted, batch_size):
-    """The layout of batches stratified by group (:mod:`pymc_minibatch.kernels.strata`) for
-    a ``stratify`` argument, or None.
-
-    ``"auto"`` stratifies a hierarchical model when ``batch_size`` holds a row of each
-    non-empty group, and only when the Laplace fit was made (``fitted``): it found the
-    structure, which would otherwise cost a pass over the data that the settings asked to
-    avoid. ``True`` refuses a model or ``batch_size`` where strata do not apply.
-    """
-    if stratify is False or (stratify == "auto" and not fitted):
-        return None
-    structure = minibatch_model.structure()
-    strata = None
-    if structure.n_groups:
-        strata = stratify_rows(structure.row_groups, batch_size)
-    if strata is None and stratify is True:
-        raise ValueError(
-            "stratify=True needs a hierarchical model (rows that touch the parameters of one "
-            "group each) and a batch_size of at least one row per non-empty group; this "
-            f"model has {structure.n_groups} groups"
-        )
-    return strata
 
 
 class _Candidate(NamedTuple):

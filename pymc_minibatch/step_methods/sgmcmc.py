@@ -23,8 +23,8 @@ from pymc_minibatch.kernels.preconditioning import identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sg_chain import SGSettings, gradient_noise, run, start_chain
 from pymc_minibatch.kernels.sgmgt import SGMGTConfig, SGState, validate_config
+from pymc_minibatch.kernels.strata import stratify as stratify_rows
 from pymc_minibatch.model.control_variates import ControlVariateGradients, use_control_variates
-from pymc_minibatch.model.structure import batch_strata, check_stratify
 from pymc_minibatch.step_methods.base import MinibatchStep, MinibatchStepState
 
 NOISE_POINTS = 4
@@ -154,7 +154,8 @@ class SGMCMC(MinibatchStep):
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
         self.updates_per_draw = positive_int("updates_per_draw", updates_per_draw)
-        check_stratify(stratify)
+        if not (isinstance(stratify, bool) or (isinstance(stratify, str) and stratify == "auto")):
+            raise ValueError(f"stratify must be 'auto', True or False, got {stratify!r}")
         validate_config(config)
         self.config = config
         given_schedule = None if step_size is None else as_schedule(step_size)
@@ -207,8 +208,21 @@ class SGMCMC(MinibatchStep):
         raise NotImplementedError
 
     def _strata(self, stratify):
-        return batch_strata(stratify, self.minibatch_model, self.laplace is not None,
-                            self.batch_size)  # fmt: skip
+        # "auto" reuses the structure the Laplace fit found; without a fit, finding it
+        # would cost a pass over the data the settings asked to avoid
+        if stratify is False or (stratify == "auto" and self.laplace is None):
+            return None
+        structure = self.minibatch_model.structure()
+        strata = None
+        if structure.n_groups:
+            strata = stratify_rows(structure.row_groups, self.batch_size)
+        if strata is None and stratify is True:
+            raise ValueError(
+                "stratify=True needs a hierarchical model (rows that touch the parameters "
+                "of one group each) and a batch_size of at least one row per non-empty "
+                f"group; this model has {structure.n_groups} groups"
+            )
+        return strata
 
     def _noise_ratio(self):
         plain = self.minibatch_model.n_data / self.batch_size - 1.0

@@ -152,21 +152,6 @@ def test_vectorised_equals_one_particle_at_a_time(adapters, name, n_particles, b
     np.testing.assert_allclose(grads, expected_grads, rtol=RTOL)
 
 
-@pytest.mark.parametrize("batch_size", [40, 1])
-def test_row_weights_equal_one_particle_at_a_time(adapters, batch_size):
-    """Each row's weight (stratified batches), one row included (computed as two)."""
-    mm = adapters[DEFAULT_MODEL]
-    rng = np.random.default_rng(batch_size)
-    thetas = jittered_thetas(mm, 5, rng)
-    idx = rng.integers(0, N_ROWS, size=batch_size)
-    weights = rng.uniform(1.0, 30.0, size=batch_size)
-    values, grads = mm.grad_estimate_particles(thetas, idx, weights)
-    for k, theta in enumerate(thetas):
-        value, grad = mm.grad_estimate(theta, idx, weights)
-        assert values[k] == pytest.approx(value, rel=RTOL)
-        np.testing.assert_allclose(grads[k], grad, rtol=RTOL)
-
-
 def test_no_particles_give_empty_results(adapters):
     mm = adapters[DEFAULT_MODEL]
     values, grads = mm.grad_estimate_particles(np.empty((0, mm.ndim)), np.arange(10))

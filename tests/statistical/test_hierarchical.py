@@ -76,8 +76,8 @@ def _svgd(kernel, name=MODEL):
 def test_svgd_defaults_match_nuts_on_a_varying_intercept_model(name):
     """With 1000 groups the group scale starts several sds low (the joint mode) and relaxes
     slowly with the spread of the small groups' effects: the default momentum carries it
-    (``pmm.particles.GROUP_MOMENTUM``), and the answer check's stratified batches keep it
-    from mistaking a group missing from its batches for particles far too narrow."""
+    (``pmm.particles.GROUP_MOMENTUM``), and the answer check's batches hold enough rows of
+    each group not to mistake a group missing from them for particles far too narrow."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", pmm.AnswerCheckWarning)
         idata = _svgd("auto", name)
