@@ -361,7 +361,8 @@ def sample_particles(
 
     Non-centred group effects (``a = pm.Deterministic("a", mu + tau * z)``, ``z ~
     Normal(0, 1)``) are moved in the model's centred form and reported as the model writes
-    them (:mod:`pymc_minibatch.model.recentring`).
+    them (:mod:`pymc_minibatch.model.recentring`); an effect written inline (``mu + tau *
+    z[g]``) is reported as ``z_effect`` beside ``z``.
 
     Examples
     --------

@@ -65,12 +65,13 @@ def _group_effect(name, mu, tau, n_groups, centred):
     return pm.Deterministic(name, mu + tau * z)
 
 
-def intercepts_logistic(n_groups, n_rows=N_ROWS, centred=True):
+def intercepts_logistic(n_groups, n_rows=N_ROWS, centred=True, inline=False):
     """Varying-intercept logistic regression on 4 covariates.
 
     ``y ~ Bernoulli(logit_p = a[g] + X @ beta)``, ``a ~ Normal(mu, tau)`` per group, ``X``
     independent standard normals. True ``mu = -1``, ``tau = 0.8`` (the true ``a`` drawn
-    from it), ``beta = (0.5, -0.3, 0.2, 0.1)``.
+    from it), ``beta = (0.5, -0.3, 0.2, 0.1)``. ``inline=True`` (non-centred only) writes
+    the predictor ``mu + tau * z_a[g] + X @ beta``, with no deterministic ``a``.
     """
     rng = np.random.default_rng(31_000 + n_groups)
     groups = group_index(rng, n_rows, n_groups)
@@ -81,9 +82,13 @@ def intercepts_logistic(n_groups, n_rows=N_ROWS, centred=True):
     with pm.Model() as model:
         mu = pm.Normal("mu", 0.0, 2.0)
         tau = pm.HalfNormal("tau", 1.0)
-        a = _group_effect("a", mu, tau, n_groups, centred)
+        if inline and not centred:
+            z = pm.Normal("z_a", 0.0, 1.0, shape=n_groups)
+            effects = mu + tau * z[groups]
+        else:
+            effects = _group_effect("a", mu, tau, n_groups, centred)[groups]
         beta = pm.Normal("beta", 0.0, 1.0, shape=4)
-        pm.Bernoulli("y", logit_p=a[groups] + X @ beta, observed=y)
+        pm.Bernoulli("y", logit_p=effects + X @ beta, observed=y)
     return model
 
 

@@ -16,11 +16,22 @@ general framework for the parametrization of hierarchical models", *Statistical 
 non-centred one invariant once its states are mapped back with ``z = (a - mu) / tau``,
 and its draws of ``z`` are exact draws when the chain is exact.
 
-:func:`recentring` finds every deterministic of the form ``m + s * z`` (either order of
-the sum and of the product, ``m`` and ``s`` any expressions of other variables, ``z`` a
-free ``Normal(0, sigma)`` with a constant ``sigma``, no transform and no other use) and
-builds the centred model with ``a ~ Normal(m, |s| sigma)`` and ``z`` a deterministic of
-it. :class:`Recentring` maps points between the two models.
+:func:`recentring` finds every deterministic of the form ``m + s * z`` or ``s * z``
+(either order of the sum and of the product, ``m`` and ``s`` any expressions of other
+variables, ``z`` a free ``Normal(0, sigma)`` with a constant ``sigma``, no transform and no
+other use) and builds the centred model with ``a ~ Normal(m, |s| sigma)`` (``m = 0`` for
+``s * z``) and ``z`` a deterministic of it. :class:`Recentring` maps points between the
+two models.
+
+The effects need not be named. Written inline, as a vector ``z`` of the groups' shape in
+``m + s * z``, or indexed by row in ``mu + tau * z[g] + X @ beta`` with a scalar ``tau``,
+the effect is named ``z_effect`` first: ``m + s * z``, resp. ``mu + tau * z`` with
+``mu`` a scalar term of the sum (any order of the terms). The predictor then reads
+``z_effect[g] + X @ beta``, linear in the sampled values, with ``z_effect ~ Normal(mu,
+|tau| sigma)``. A sum with no scalar term (``X @ beta + tau * z[g]``) centres the scale
+only (``z_effect ~ Normal(0, |tau| sigma)``). The draws of ``pm.sample`` hold the model's
+own variables; those of :func:`~pymc_minibatch.sample_particles`, which reports the
+centred model, hold ``z_effect`` too.
 """
 
 import logging
@@ -39,6 +50,7 @@ from pymc.model.fgraph import (
 )
 from pytensor.graph.traversal import ancestors
 from pytensor.scalar import Add, Mul
+from pytensor.tensor import subtensor
 from pytensor.tensor.basic import get_underlying_scalar_constant_value
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.exceptions import NotScalarConstantError
@@ -49,6 +61,12 @@ from pymc_minibatch._compat import IS_PYMC6
 from pymc_minibatch.model.adapter import select_value_vars
 
 _log = logging.getLogger("pymc_minibatch")
+#: The ops that index a variable (PyTensor 3.3 has no ``AdvancedSubtensor1``).
+_INDEXING_OPS = tuple(
+    getattr(subtensor, name)
+    for name in ("Subtensor", "AdvancedSubtensor1", "AdvancedSubtensor")
+    if hasattr(subtensor, name)
+)
 
 
 class NonCentredEffect:
@@ -70,13 +88,15 @@ class Recentring:
     the variables not centred have the same names and values in both forms.
     """
 
-    def __init__(self, user_model, centred_model, effects):
+    def __init__(self, user_model, centred_model, effects, named_model=None):
         self.user_model = user_model
         self.model = centred_model
         self.effects = effects
         self._effect_names = {e.name for e in effects}
         self._standard_names = {e.standard for e in effects}
-        self._effects_of_user_point = _point_function(user_model, [e.name for e in effects])
+        # the user's model with its inline effects named (the same value variables)
+        named_model = user_model if named_model is None else named_model
+        self._effects_of_user_point = _point_function(named_model, [e.name for e in effects])
         self._standards_of_centred_point = _point_function(
             centred_model, [e.standard for e in effects]
         )
@@ -85,7 +105,10 @@ class Recentring:
             {v.name: initial[v.name] for v in select_value_vars(user_model, None)}
         ).point_map_info
         self._data_pairs = [
-            (user_model[v.name], centred_model[v.name]) for v in centred_model.data_vars
+            (user_model[v.name], copy[v.name])
+            for copy in {id(m): m for m in (centred_model, named_model)}.values()
+            if copy is not user_model
+            for v in copy.data_vars
         ]
         self.sync_data()  # PyMC's conversion copied the data: share the user's instead
 
@@ -109,8 +132,8 @@ class Recentring:
         return user
 
     def sync_data(self):
-        """Give the centred model the current values of the user's ``pm.Data`` (after a
-        ``pm.set_data``), without copying them."""
+        """Give the centred model (and the model with the inline effects named) the current
+        values of the user's ``pm.Data`` (after a ``pm.set_data``), without copying them."""
         for user_var, centred_var in self._data_pairs:
             value = user_var.get_value(borrow=True)
             if centred_var.get_value(borrow=True) is not value:
@@ -163,6 +186,10 @@ def recentring(model):
     if model.parent is not None or any(v is not None for v in model.rvs_to_initial_values.values()):
         return None  # PyMC cannot rebuild these models from their graph
     fgraph, _ = fgraph_from_model(model)
+    named_model = model
+    if _name_inline_effects(fgraph, set(model.named_vars)):
+        named_model = model_from_fgraph(fgraph, mutate_fgraph=True)
+        fgraph, _ = fgraph_from_model(named_model)
     effects = []
     for output in list(fgraph.outputs):
         if output.owner is None or not isinstance(output.owner.op, ModelDeterministic):
@@ -179,7 +206,7 @@ def recentring(model):
         fgraph.remove_output(fgraph.outputs.index(output))
         effect_var = _model_var(model_free_rv, output, effect, value, None)
         fgraph.replace(expression, effect_var, import_missing=True)
-        standard_expression = (effect_var - location) / scale
+        standard_expression = (effect_var - location) / scale  # location 0 for ``s * z``
         standard_name = _name(standard)
         standard_expression.name = standard_name
         fgraph.replace(standard, _model_var(model_deterministic, standard, standard_expression),
@@ -190,7 +217,133 @@ def recentring(model):
     centred = model_from_fgraph(fgraph, mutate_fgraph=True)
     _log.info("sampling the centred form of the non-centred group effects %s",
               ", ".join(map(repr, effects)))  # fmt: skip
-    return Recentring(model, centred, effects)
+    return Recentring(model, centred, effects, named_model)
+
+
+def _name_inline_effects(fgraph, taken_names):
+    """Turn each inline non-centred effect of the model graph ``fgraph`` into a deterministic
+    ``z_effect`` (see the module docstring), in place; whether there was one.
+
+    A free standard normal vector ``z`` used once, in ``m + s * z`` of its own shape or in
+    ``s * z[...]`` with a scalar ``s``, names ``m + s * z``, with ``m`` any scalar term of
+    the sum that holds ``s * z[...]`` (``m = 0`` if there is none); the model then reads the
+    effect (indexed as ``z`` was) in place of ``m`` and the product.
+    """
+    named = False
+    for standard in list(fgraph.outputs):
+        found = _inline_product(fgraph, standard)
+        if found is None:
+            continue
+        product, scale, indexing = found
+        location, whole, rest = _inline_location(fgraph, product, standard, indexing is not None)
+        if location is None and indexing is None:
+            continue  # a product with no location, e.g. a scaled coefficient vector
+        if any(isinstance(node.op, ModelDeterministic) for node in _uses(fgraph, whole)):
+            continue  # named already: see recentring's deterministics
+        name = _free_name(f"{_name(standard)}_effect", taken_names)
+        if indexing is None:
+            effect = _named_deterministic(whole, name, standard)
+            fgraph.replace(whole, effect, import_missing=True)
+        else:
+            expression = _as_scalar(scale) * standard
+            if location is not None:
+                expression = _as_scalar(location) + expression
+            effect = _named_deterministic(expression, name, standard)
+            read = indexing.op(effect, *indexing.inputs[1:])
+            fgraph.replace(whole, sum(rest, start=read), import_missing=True)
+        fgraph.add_output(effect)
+        taken_names.add(name)
+        named = True
+    return named
+
+
+def _inline_product(fgraph, standard):
+    """``(product, s, indexing)`` when the model variable ``standard`` is a free standard
+    normal ``z`` used once, in ``product = s * z`` of its shape (``indexing`` None) or in
+    ``product = s * z[...]`` with a scalar ``s`` (``indexing`` the node of ``z[...]``)."""
+    if _standard_normal_sd(standard) is None or standard.type.ndim == 0:
+        return None  # a group effect is a vector
+    uses = _uses(fgraph, standard)
+    if len(uses) != 1:
+        return None
+    (node,), factor, indexing = uses, standard, None
+    if isinstance(node.op, _INDEXING_OPS) and node.inputs[0] is standard:
+        indexing, factor = node, node.outputs[0]
+        uses = _uses(fgraph, factor)
+        if len(uses) != 1:
+            return None
+        (node,) = uses
+    product = node.outputs[0]
+    if not _is_elemwise(product, Mul) or len(node.inputs) != 2 or factor not in node.inputs:
+        return None
+    scale = node.inputs[1] if node.inputs[0] is factor else node.inputs[0]
+    fits = _same_shape(standard, product) if indexing is None else _is_scalar(scale)
+    return (product, scale, indexing) if fits else None
+
+
+def _inline_location(fgraph, product, standard, indexed):
+    """``(m, sum, rest)``: the sum of single-use binary additions that holds ``product`` as a
+    term, a term ``m`` of it (scalar if ``indexed``, else the sum is ``m + product`` of
+    ``standard``'s shape) and its other terms; ``(None, product, [])`` when there is none.
+    (``standard`` is used once, in ``product``: no other term involves it.)"""
+    uses = _uses(fgraph, product)
+    if not indexed:
+        if len(uses) == 1 and _is_binary_sum(uses[0].outputs[0]):
+            whole = uses[0].outputs[0]
+            (location,) = [v for v in uses[0].inputs if v is not product]
+            if _same_shape(standard, whole):
+                return location, whole, []
+        return None, product, []
+    whole = product
+    while len(uses) == 1 and _is_binary_sum(uses[0].outputs[0]):
+        whole = uses[0].outputs[0]
+        uses = _uses(fgraph, whole)
+    terms = [t for t in _sum_terms(fgraph, whole, whole) if t is not product]
+    for i, term in enumerate(terms):
+        if _is_scalar(term):
+            return term, whole, terms[:i] + terms[i + 1 :]
+    return None, product, []
+
+
+def _sum_terms(fgraph, variable, whole):
+    """The terms of ``variable`` as a sum of binary additions used once (``whole``, the
+    outermost, may have any uses)."""
+    if _is_binary_sum(variable) and (variable is whole or len(_uses(fgraph, variable)) == 1):
+        return [t for v in variable.owner.inputs for t in _sum_terms(fgraph, v, whole)]
+    return [variable]
+
+
+def _is_binary_sum(variable):
+    return _is_elemwise(variable, Add) and len(variable.owner.inputs) == 2
+
+
+def _is_scalar(variable):
+    return all(size == 1 for size in variable.type.shape)
+
+
+def _as_scalar(variable):
+    return variable.reshape(()) if variable.type.ndim else variable
+
+
+def _uses(fgraph, variable):
+    """The nodes of ``fgraph`` that take ``variable`` as an input."""
+    return [node for node, _ in fgraph.clients[variable] if node in fgraph.apply_nodes]
+
+
+def _free_name(name, taken_names):
+    while name in taken_names:
+        name = f"{name}_"
+    return name
+
+
+def _named_deterministic(expression, name, like):
+    """A model deterministic ``name`` of ``expression`` with the dims of the model variable
+    ``like``."""
+    if IS_PYMC6:
+        return model_deterministic(expression, name, *like.owner.op.dims)
+    expression = expression.copy() if expression.name else expression
+    expression.name = name
+    return model_deterministic(expression, *like.owner.inputs[2:])
 
 
 def _name(model_var):
@@ -209,12 +362,16 @@ def _model_var(make, like, *inputs):
 
 
 def _non_centred(fgraph, output):
-    """``(m, s, z, sigma)`` when the deterministic ``output`` is ``m + s * z`` with ``z`` a
-    free ``Normal(0, sigma)`` used nowhere else, else None."""
+    """``(m, s, z, sigma)`` when the deterministic ``output`` is ``m + s * z`` (or ``s * z``,
+    with ``m = 0``) with ``z`` a free ``Normal(0, sigma)`` used nowhere else, else None."""
     expression = output.owner.inputs[0]
-    if not _is_elemwise(expression, Add) or len(expression.owner.inputs) != 2:
+    if _is_elemwise(expression, Add) and len(expression.owner.inputs) == 2:
+        terms = [expression.owner.inputs, expression.owner.inputs[::-1]]
+    elif _is_elemwise(expression, Mul):
+        terms = [(pt.constant(0.0, dtype=expression.dtype), expression)]
+    else:
         return None
-    for location, product in (expression.owner.inputs, expression.owner.inputs[::-1]):
+    for location, product in terms:
         if not _is_elemwise(product, Mul) or len(product.owner.inputs) != 2:
             continue
         for scale, standard in (product.owner.inputs, product.owner.inputs[::-1]):

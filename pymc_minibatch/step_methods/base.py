@@ -49,10 +49,10 @@ class MinibatchStep(ChainSetupMixin, ArrayStepShared):
     ``__init__`` set; no ``__init__`` calls it.
 
     A step given every variable (``vars=None``) of a model with non-centred group effects
-    (``a = pm.Deterministic("a", mu + tau * z)``, ``z ~ Normal(0, 1)``) samples the model's
-    centred form and maps each draw back to ``z`` (exact for an exact step; see
-    :mod:`pymc_minibatch.model.recentring`); ``recentring`` then names the effects, else it
-    is None.
+    (``a = pm.Deterministic("a", mu + tau * z)``, ``z ~ Normal(0, 1)``, or ``mu + tau * z[g]``
+    inline in the predictor) samples the model's centred form and maps each draw back to
+    ``z`` (exact for an exact step; see :mod:`pymc_minibatch.model.recentring`);
+    ``recentring`` then names the effects, else it is None.
     """
 
     def __init_subclass__(cls, **kwargs):

@@ -34,10 +34,10 @@ def z_limit(n_scalars):
     return max(4.0, float(stats.norm.isf(FAMILY_ERROR / (2 * n_scalars))))
 
 
-def run_sampler(step_factory, seed, name, draws=5000):
+def run_sampler(step_factory, seed, name, draws=5000, model=None):
     """``(step, idata)``: 2 chains of ``draws`` draws after 1000 tuning steps of the step
-    ``step_factory()`` builds on zoo model ``name``."""
-    model = HIERARCHICAL_ZOO[name].build()
+    ``step_factory()`` builds on zoo model ``name`` (or on ``model``, another form of it)."""
+    model = HIERARCHICAL_ZOO[name].build() if model is None else model
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence chatter; judged below
         step = step_factory()
