@@ -114,10 +114,11 @@ LOCAL_BOUNDS_REMEDY = (
 )
 NOT_LINEAR = (
     "is not linear in the sampled (transformed) parameters (a product of sampled values is "
-    "not: a non-centred group effect mu + tau * z[g] is one; the samplers move "
-    "pm.Deterministic('a', mu + tau * z) with z ~ Normal(0, 1) in its centred form when "
-    "given every variable (vars=None), else write it centred, a ~ Normal(mu, tau) and "
-    "a[g]), so auto bounds do not apply"
+    "not, e.g. a group effect whose scale varies by row, mu + tau * x * z[g]; the samplers "
+    "move a non-centred effect, pm.Deterministic('a', mu + tau * z) or mu + tau * z[g] with "
+    "z ~ Normal(0, 1) and a scalar tau, in its centred form when given every variable "
+    "(vars=None), else write it centred, a ~ Normal(mu, tau) and a[g]), so auto bounds do "
+    "not apply"
 )
 GLOBAL_BOUNDS_REMEDY = (
     "pass bounds=pmm.bounds.GlobalBounds(lower, upper) with lower_i <= log p(y_i | theta) <= "

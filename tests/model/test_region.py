@@ -206,17 +206,19 @@ def _scale_with_interval_transform():
               observed=RNG.normal(size=N))  # fmt: skip
 
 
-def _non_centred_group_effect():
+def _row_scaled_group_effect():
+    """A group scale that varies by row is not recentred (``mu + tau * z[g]`` is)."""
     groups = np.arange(N) % 5
     mu, tau = pm.Normal("mu", 0, 1), pm.HalfNormal("tau", 1)
     z = pm.Normal("z", 0, 1, shape=5)
-    pm.Bernoulli("y", logit_p=mu + tau * z[groups], observed=RNG.integers(0, 2, size=N))
+    x = RNG.uniform(0.5, 1.5, size=N)
+    pm.Bernoulli("y", logit_p=mu + tau * x * z[groups], observed=RNG.integers(0, 2, size=N))
 
 
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (_non_centred_group_effect, "'y' is not linear.*non-centred.*write it centred"),
+        (_row_scaled_group_effect, "'y' is not linear.*varies by row.*write it centred"),
         (_student_t_free_nu, "'y' .StudentTRV.: its scale/shape.*trust-region bounds exist"),
         (_poisson_identity_link, "'y' is not linear.*Poisson.mu=exp.eta.."),
         (_scale_with_interval_transform, "'y' is not linear.*log transform"),
