@@ -111,14 +111,17 @@ DEFAULT_PARTICLES = 100
 """Particles by default (``n_particles="auto"``), but for SVGD on a hierarchical model."""
 
 GROUP_PARTICLES = 200
-"""SVGD's particles on a hierarchical model by default (``n_particles="auto"``).
+"""SVGD's particles by default (``n_particles="auto"``) on a hierarchical model of more
+coordinates than this (which SVGD then moves with its kernel per coordinate).
 
-SVGD's kernel per coordinate (``kernel``) moves the group scale by its gradient averaged
-over the particles near it in that coordinate alone, an estimate of the gradient given the
-scale whose noise leaves a bias: on the hierarchical zoo's 1000-group model (10^5 rows)
-the scale's mean came 0.13 and 0.23 posterior sd low with 100 particles (seeds 7 and 8,
-the default momentum) and within 0.05 with 200 (``benchmarks/particle_momentum.py``),
-for twice the time."""
+That kernel moves the group scale by its gradient averaged over the particles near it in
+that coordinate alone, an estimate of the gradient given the scale whose noise leaves a
+bias: on the hierarchical zoo's 1000-group model (10^5 rows) the scale's mean came 0.13
+and 0.23 posterior sd low with 100 particles (seeds 7 and 8, the default momentum) and
+within 0.05 with 200 (``benchmarks/particle_momentum.py``), for twice the time. With 100
+groups (106 coordinates) 100 particles came within 0.04 sd in every mean, and stay the
+default there: with more particles than coordinates ``kernel="auto"`` would take the joint
+kernel, which collapses on such models."""
 
 GROUP_MOMENTUM = 0.95
 """SVGD's heavy-ball momentum on hierarchical models by default (``momentum="auto"``).
@@ -242,10 +245,11 @@ def sample_particles(
         Number of particles ``M`` (at least 2). Each step costs ``M`` gradient calls on
         ``batch_size`` rows plus ``O(M^2 d)`` for the interactions. ``"auto"``: the rows
         of an array ``init``; else ``GROUP_PARTICLES`` (200) for SVGD on a hierarchical
-        model (as for ``momentum``), whose group scale 100 particles leave biased; else
-        ``DEFAULT_PARTICLES`` (100): 200 particles take about twice as long and widen the
-        sds by only 0.013 (SVGD) to 0.027 (w-SGLD-B, pi-SGLD) of the posterior's on the
-        problem of ``MEASURED_SD_RATIO``, whose figures are at 100.
+        model (as for ``momentum``) of more than 200 coordinates, whose group scale 100
+        particles leave biased; else ``DEFAULT_PARTICLES`` (100): 200 particles take about
+        twice as long and widen the sds by only 0.013 (SVGD) to 0.027 (w-SGLD-B, pi-SGLD)
+        of the posterior's on the problem of ``MEASURED_SD_RATIO``, whose figures are at
+        100.
     n_steps : int, default 1000
     batch_size : int, optional
         Rows per step; default ``min(N, 1000)``.
@@ -722,8 +726,12 @@ def _n_particles(n_particles, method, init, minibatch_model=None, fit=None):
         return int(n_particles)
     if not isinstance(init, str):  # its shape is checked with the particles
         return np.shape(init)[0] if np.ndim(init) else DEFAULT_PARTICLES
-    grouped = method == "svgd" and _hierarchical(minibatch_model, fit)
-    return GROUP_PARTICLES if grouped else DEFAULT_PARTICLES
+    many_groups = (
+        method == "svgd"
+        and _hierarchical(minibatch_model, fit)
+        and minibatch_model.ndim > GROUP_PARTICLES
+    )
+    return GROUP_PARTICLES if many_groups else DEFAULT_PARTICLES
 
 
 def _momentum(momentum, method, minibatch_model=None, fit=None):
