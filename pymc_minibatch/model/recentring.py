@@ -236,12 +236,12 @@ def _name_inline_effects(fgraph, taken_names):
             continue
         product, scale, indexing = found
         location, whole, rest = _inline_location(fgraph, product, standard, indexing is not None)
-        if location is None and indexing is None:
-            continue  # a product with no location, e.g. a scaled coefficient vector
-        if any(isinstance(node.op, ModelDeterministic) for node in _uses(fgraph, whole)):
-            continue  # named already: see recentring's deterministics
         name = _free_name(f"{_name(standard)}_effect", taken_names)
         if indexing is None:
+            if location is None:
+                continue  # a product with no location, e.g. a scaled coefficient vector
+            if any(isinstance(node.op, ModelDeterministic) for node in _uses(fgraph, whole)):
+                continue  # named already: recentring centres its deterministics
             effect = _named_deterministic(whole, name, standard)
             fgraph.replace(whole, effect, import_missing=True)
         else:

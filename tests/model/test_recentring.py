@@ -208,8 +208,10 @@ def _random_point(rng):
         lambda mu, tau, z, b: X_ROWS @ b + mu + tau * z[GROUPS],
         lambda mu, tau, z, b: tau * z[GROUPS] + X_ROWS @ b + mu,
         lambda mu, tau, z, b: (mu + tau * z)[GROUPS] + X_ROWS @ b,
+        lambda mu, tau, z, b: pm.Deterministic("eta", mu + tau * z[GROUPS]),
     ],
-    ids=["mu+tau*z[g]", "z[g]*tau+mu", "X@b+mu+tau*z[g]", "tau*z[g]+X@b+mu", "(mu+tau*z)[g]"],
+    ids=["mu+tau*z[g]", "z[g]*tau+mu", "X@b+mu+tau*z[g]", "tau*z[g]+X@b+mu", "(mu+tau*z)[g]",
+         "named-predictor"],  # fmt: skip
 )
 def test_inline_effects_are_named_and_centred(predictor):
     """``z_effect = mu + tau * z`` becomes a free ``Normal(mu, tau)`` and the likelihood
