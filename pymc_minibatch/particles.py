@@ -108,7 +108,8 @@ DEFAULT_BATCH_SIZE = 1000
 """Rows per step by default (all rows when there are fewer)."""
 
 DEFAULT_PARTICLES = 100
-"""Particles by default (``n_particles="auto"``), but for SVGD on a hierarchical model."""
+"""Particles by default (``n_particles="auto"``), but for SVGD on a hierarchical model of
+many coordinates (``GROUP_PARTICLES``)."""
 
 GROUP_PARTICLES = 200
 """SVGD's particles by default (``n_particles="auto"``) on a hierarchical model of more
@@ -119,9 +120,9 @@ that coordinate alone, an estimate of the gradient given the scale whose noise l
 bias: on the hierarchical zoo's 1000-group model (10^5 rows) the scale's mean came 0.13
 and 0.23 posterior sd low with 100 particles (seeds 7 and 8, the default momentum) and
 within 0.05 with 200 (``benchmarks/particle_momentum.py``), for twice the time. With 100
-groups (106 coordinates) 100 particles came within 0.04 sd in every mean, and stay the
-default there: with more particles than coordinates ``kernel="auto"`` would take the joint
-kernel, which collapses on such models."""
+groups (106 coordinates) a slow test holds 100 particles to NUTS's answer, and they stay
+the default there: with more particles than coordinates ``kernel="auto"`` would take the
+joint kernel, which collapses on such models."""
 
 GROUP_MOMENTUM = 0.95
 """SVGD's heavy-ball momentum on hierarchical models by default (``momentum="auto"``).
