@@ -2,20 +2,21 @@
 
 The centred varying-intercept logistic model of the hierarchical zoo with 1000 groups
 (``tests/zoo_hierarchical.py``: 10^5 rows, 1006 parameters, 5% of the groups empty and 10%
-with fewer than ten rows), ``pmm.sample_particles("svgd")`` at its defaults (on this model
-200 particles, ``pmm.particles.GROUP_PARTICLES``; 1000 steps on uniform batches of 1000
-rows; heavy-ball momentum 0.95 over the first 80% of the steps,
-``pmm.particles.GROUP_MOMENTUM``) and with other ``n_particles``, ``momentum``, ``n_steps``
-and seeds, one core each. Per row: seconds, the group scale's signed mean error in
-posterior sds (the Laplace start puts it at the joint mode, several sds below its
-posterior mean, and the particles must carry it up), the largest |mean error| over all
-scalars in posterior sds, the range of sd / NUTS sd, and whether the answer check warned.
+with fewer than ten rows), ``pmm.sample_particles("svgd")`` at its defaults (100 particles,
+1000 steps on uniform batches of 1000 rows, heavy-ball momentum 0.95 over the first 80%
+of the steps: ``pmm.particles.GROUP_MOMENTUM``) and with 200 particles and other
+``momentum``, ``n_steps`` and seeds, one core each. Per row: seconds, the group scale's
+signed mean error in posterior sds (the Laplace start puts it at the joint mode, several
+sds below its posterior mean, and the particles must carry it up), the largest |mean
+error| over all scalars in posterior sds, the range of sd / NUTS sd, and whether the
+answer check warned.
 With ``M`` particles a mean's standard error is about ``1 / sqrt(M)`` posterior sd (if
 they were independent draws): 0.1 with 100, 0.07 with 200.
 
 Run: ``python benchmarks/particle_momentum.py`` (about 25 minutes on 2 cores: two runs at
-a time). Writes ``--json`` (by default ``benchmarks/results/particle_momentum.json``,
-committed, with the machine, versions and command).
+a time; 200 particles take five times as long as 100). Writes ``--json`` (by default
+``benchmarks/results/particle_momentum.json``, committed, with the machine, versions and
+command).
 """
 
 import argparse
@@ -37,8 +38,8 @@ MODEL = "intercepts_logistic_G1000_centred"
 SCALE = "tau"
 #: ``(n_particles, momentum, n_steps, seed)`` of each run; "auto" is the default.
 SETTINGS = (
-    ("auto", "auto", 1000, 7),
-    ("auto", "auto", 1000, 8),
+    (200, "auto", 1000, 7),
+    (200, "auto", 1000, 8),
     (100, "auto", 1000, 7),
     (100, "auto", 1000, 8),
     (100, 0.0, 1000, 7),

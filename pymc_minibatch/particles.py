@@ -107,23 +107,6 @@ noise moves the particles' mean by about ``sqrt(step_size * r / 2)`` posterior s
 DEFAULT_BATCH_SIZE = 1000
 """Rows per step by default (all rows when there are fewer)."""
 
-DEFAULT_PARTICLES = 100
-"""Particles by default (``n_particles="auto"``), but for SVGD on a hierarchical model of
-many coordinates (``GROUP_PARTICLES``)."""
-
-GROUP_PARTICLES = 200
-"""SVGD's particles by default (``n_particles="auto"``) on a hierarchical model of more
-coordinates than this (which SVGD then moves with its kernel per coordinate).
-
-That kernel moves the group scale by its gradient averaged over the particles near it in
-that coordinate alone, an estimate of the gradient given the scale whose noise leaves a
-bias: on the hierarchical zoo's 1000-group model (10^5 rows) the scale's mean came 0.13
-and 0.23 posterior sd low with 100 particles (seeds 7 and 8, the default momentum) and
-within 0.05 with 200 (``benchmarks/particle_momentum.py``), for twice the time. With 100
-groups (106 coordinates) a slow test holds 100 particles to NUTS's answer, and they stay
-the default there: with more particles than coordinates ``kernel="auto"`` would take the
-joint kernel, which collapses on such models."""
-
 GROUP_MOMENTUM = 0.95
 """SVGD's heavy-ball momentum on hierarchical models by default (``momentum="auto"``).
 
@@ -198,7 +181,7 @@ class ParticlesNotSettledWarning(UserWarning):
 def sample_particles(
     method="svgd",
     *,
-    n_particles="auto",
+    n_particles=100,
     n_steps=1000,
     batch_size=None,
     step_size=None,
@@ -242,15 +225,17 @@ def sample_particles(
     Parameters
     ----------
     method : {"svgd", "wsgld", "wsgld_blob", "pisgld"}, default "svgd"
-    n_particles : int or "auto", default "auto"
+    n_particles : int, default 100
         Number of particles ``M`` (at least 2). Each step costs ``M`` gradient calls on
-        ``batch_size`` rows plus ``O(M^2 d)`` for the interactions. ``"auto"``: the rows
-        of an array ``init``; else ``GROUP_PARTICLES`` (200) for SVGD on a hierarchical
-        model (as for ``momentum``) of more than 200 coordinates, whose group scale 100
-        particles leave biased; else ``DEFAULT_PARTICLES`` (100): 200 particles take about
-        twice as long and widen the sds by only 0.013 (SVGD) to 0.027 (w-SGLD-B, pi-SGLD)
-        of the posterior's on the problem of ``MEASURED_SD_RATIO``, whose figures are at
-        100.
+        ``batch_size`` rows plus ``O(M^2 d)`` for the interactions. The default is 100
+        rather than 200: 200 particles take about twice as long and widen the sds by only
+        0.013 (SVGD) to 0.027 (w-SGLD-B, pi-SGLD) of the posterior's on the problem of
+        ``MEASURED_SD_RATIO``, whose figures are at this default. With many groups more
+        particles cut SVGD's bias in a group scale, at a cost that grows as ``M^2`` where
+        the kernel per coordinate dominates (see ``kernel``): on the 1000-group model of
+        ``benchmarks/particle_momentum.py`` the scale's mean came 0.13 and 0.23 posterior
+        sd low with 100 particles (seeds 7 and 8) and 0.05 and 0.005 with 200, in five
+        times the time.
     n_steps : int, default 1000
     batch_size : int, optional
         Rows per step; default ``min(N, 1000)``.
@@ -403,10 +388,10 @@ def sample_particles(
     ...                                  random_seed=1)  # doctest: +SKIP
     """
     model = pm.modelcontext(model)
-    settings = _validate(method, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg)
-    # refuse bad values before the Laplace fit
-    _n_particles(n_particles, method, init)
-    _momentum(momentum, method)
+    settings = _validate(
+        method, n_particles, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg
+    )
+    _momentum(momentum, method)  # refuse a bad value before the Laplace fit
     discrete = sorted(v.name for v in model.value_vars if v.dtype not in continuous_types)
     if discrete:
         raise ValueError(
@@ -416,7 +401,9 @@ def sample_particles(
     centring = recentring(model)  # non-centred group effects move centred, as in pm.sample
     minibatch_model = MinibatchModel(model if centring is None else centring.model, data=data,
                                      progressbar=progressbar)  # fmt: skip
-    _kernel(kernel, method, DEFAULT_PARTICLES, minibatch_model.ndim)
+    settings["kernel"] = _kernel(kernel, method, n_particles, minibatch_model.ndim)
+    if bandwidth_scale is None and settings["kernel"] == "coordinates":
+        settings["bandwidth_scale"] = 1.0
     n_data = minibatch_model.n_data
     batch_size = _batch_size(batch_size, n_data)
     rng = np.random.default_rng(random_seed)
@@ -424,12 +411,6 @@ def sample_particles(
     use_control_variates = cv.use_control_variates(control_variates, batch_size, n_data)
     started = time.perf_counter()
     fit = minibatch_model.laplace() if (precondition or laplace or use_control_variates) else None
-    n_particles = _n_particles(n_particles, method, init, minibatch_model, fit)
-    settings["kernel"] = _kernel(kernel, method, n_particles, minibatch_model.ndim)
-    if bandwidth_scale is None and settings["kernel"] == "coordinates":
-        settings["bandwidth_scale"] = 1.0
-    if settings["wasserstein_weight"] is None:  # w-SGLD's sum over M particles, as a mean
-        settings["wasserstein_weight"] = 1.0 / n_particles if method == "wsgld" else 0.0
     thetas = (
         fit.draw(rng, n_particles)
         if laplace
@@ -687,13 +668,16 @@ def _default_schedule(n_steps, noise_ratio):
     return _DefaultSchedule(n_steps, DEFAULT_STEP_SIZE, final)
 
 
-def _validate(method, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg):
-    """Checked settings, with the method's defaults for those not given (the Wasserstein
-    weight's, ``1 / M`` for w-SGLD, once ``M`` is known)."""
+def _validate(method, n_particles, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg):
+    """Checked settings, with the method's defaults for those not given."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    _check_integer("n_steps", n_steps, 1)
+    for name, value, least in (("n_particles", n_particles, 2), ("n_steps", n_steps, 1)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+            raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
     weight = wasserstein_weight
+    if weight is None:  # w-SGLD's sum over M previous particles, scaled as SVGD's mean
+        weight = 1.0 / n_particles if method == "wsgld" else 0.0
     settings = {
         "bandwidth_scale": DEFAULT_BANDWIDTH_SCALE[method],
         "wasserstein_weight": weight,
@@ -703,44 +687,17 @@ def _validate(method, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg
         settings["bandwidth_scale"] = bandwidth_scale
     for name in ("bandwidth_scale", "entropic_reg"):
         _check_positive(name, settings[name])
-    if weight is not None and not (
-        isinstance(weight, int | float | np.number) and np.isfinite(weight) and weight >= 0
-    ):
+    if not (isinstance(weight, int | float | np.number) and np.isfinite(weight) and weight >= 0):
         raise ValueError(f"wasserstein_weight must be a non-negative finite number, got {weight!r}")
     return settings
-
-
-def _check_integer(name, value, least):
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
-        raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
-
-
-def _hierarchical(minibatch_model, fit):
-    """Whether the model has groups, as the Laplace fit finds them (False without a fit)."""
-    return fit is not None and minibatch_model.structure().n_groups > 0
-
-
-def _n_particles(n_particles, method, init, minibatch_model=None, fit=None):
-    """``M``: ``n_particles`` checked, or the default of ``"auto"``."""
-    if not (isinstance(n_particles, str) and n_particles == "auto"):
-        _check_integer("n_particles", n_particles, 2)
-        return int(n_particles)
-    if not isinstance(init, str):  # its shape is checked with the particles
-        return np.shape(init)[0] if np.ndim(init) else DEFAULT_PARTICLES
-    many_groups = (
-        method == "svgd"
-        and _hierarchical(minibatch_model, fit)
-        and minibatch_model.ndim > GROUP_PARTICLES
-    )
-    return GROUP_PARTICLES if many_groups else DEFAULT_PARTICLES
 
 
 def _momentum(momentum, method, minibatch_model=None, fit=None):
     """The heavy ball's ``beta``: ``momentum`` checked, or the default of ``"auto"`` (0
     without a Laplace fit, which finds the model's groups)."""
     if isinstance(momentum, str) and momentum == "auto":
-        grouped = method == "svgd" and _hierarchical(minibatch_model, fit)
-        return GROUP_MOMENTUM if grouped else 0.0
+        hierarchical = fit is not None and minibatch_model.structure().n_groups > 0
+        return GROUP_MOMENTUM if method == "svgd" and hierarchical else 0.0
     if isinstance(momentum, bool) or not (
         isinstance(momentum, int | float | np.number) and 0 <= momentum < 1
     ):

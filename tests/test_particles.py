@@ -155,14 +155,11 @@ def test_bad_arguments_are_refused(model, kwargs, error, match):
         pmm.sample_particles(model=model, **kwargs)
 
 
-def test_hierarchical_models_get_momentum_more_particles_and_a_longer_check(model):
+def test_hierarchical_models_get_momentum_and_a_longer_check(model):
     """``momentum="auto"``: the heavy ball for SVGD when rows touch one group's parameters
-    each (``GROUP_MOMENTUM``), plain steps otherwise; ``n_particles="auto"``:
-    ``GROUP_PARTICLES`` for SVGD there with more coordinates than that,
-    ``DEFAULT_PARTICLES`` otherwise, an ``init`` array's rows if given; a given value is
-    used as is. The answer check there averages
-    enough batches for ``CHECK_ROWS_PER_GROUP`` rows per group, ``CHECK_BATCHES``
-    elsewhere, one when a batch holds every row."""
+    each (``GROUP_MOMENTUM``), plain steps otherwise; a given value is used as is. The
+    answer check there averages enough batches for ``CHECK_ROWS_PER_GROUP`` rows per group,
+    ``CHECK_BATCHES`` elsewhere, one when a batch holds every row."""
     groups = np.arange(300) % 6
     with pm.Model() as hierarchical:
         tau = pm.HalfNormal("tau", 1.0)
@@ -177,24 +174,6 @@ def test_hierarchical_models_get_momentum_more_particles_and_a_longer_check(mode
     assert momentum("wsgld_blob", hierarchical) == 0.0
     assert momentum("svgd", model) == 0.0
     assert momentum("svgd", model, momentum=0.5) == 0.5
-
-    def particles(method, on, **settings):
-        quick = {k: v for k, v in QUICK.items() if k != "n_particles"}
-        idata = pmm.sample_particles(method, model=on, random_seed=0, **quick, **settings)
-        assert posterior(idata).sizes["draw"] == posterior(idata).attrs["n_particles"]
-        return posterior(idata).attrs["n_particles"]
-
-    many = pmm.particles.GROUP_PARTICLES + 1  # groups, two rows each
-    with pm.Model() as many_groups:
-        a = pm.Normal("a", 0.0, pm.HalfNormal("tau", 1.0), shape=many)
-        pm.Normal("y", a[np.arange(2 * many) % many], 1.0,
-                  observed=np.linspace(-1.0, 1.0, 2 * many))  # fmt: skip
-    assert particles("svgd", many_groups) == pmm.particles.GROUP_PARTICLES
-    assert particles("svgd", hierarchical) == pmm.particles.DEFAULT_PARTICLES  # 7 coordinates
-    assert particles("wsgld_blob", many_groups) == pmm.particles.DEFAULT_PARTICLES
-    assert particles("svgd", model) == pmm.particles.DEFAULT_PARTICLES
-    assert particles("svgd", many_groups, n_particles=30) == 30
-    assert particles("svgd", hierarchical, init=np.zeros((7, 7))) == 7
 
     def check_batches(on, batch_size):
         minibatch_model = pmm.MinibatchModel(on)

@@ -76,17 +76,14 @@ def _svgd(kernel, name=MODEL):
 def test_svgd_defaults_match_nuts_on_a_varying_intercept_model(name):
     """With 1000 groups the group scale starts several sds low (the joint mode) and relaxes
     slowly with the spread of the small groups' effects: the default momentum carries it
-    (``pmm.particles.GROUP_MOMENTUM``), the default 200 particles leave no bias in it that
-    100 did (``pmm.particles.GROUP_PARTICLES``), and the answer check's batches hold enough
-    rows of each group not to mistake a group missing from them for particles far too
-    narrow."""
+    (``pmm.particles.GROUP_MOMENTUM``), and the answer check's batches hold enough rows of
+    each group not to mistake a group missing from them for particles far too narrow."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", pmm.AnswerCheckWarning)
         idata = _svgd("auto", name)
     attrs = idata["posterior"].attrs
-    assert attrs["kernel"] == "coordinates"  # more coordinates than particles
+    assert attrs["kernel"] == "coordinates"  # more coordinates than the 100 particles
     assert attrs["momentum"] == pmm.particles.GROUP_MOMENTUM
-    assert attrs["n_particles"] == pmm.particles.GROUP_PARTICLES
     reference = hierarchical_reference(name)
     draws = scalar_draws(idata)
     limit = z_limit(len(reference))
