@@ -228,14 +228,14 @@ def sample_particles(
     n_particles : int, default 100
         Number of particles ``M`` (at least 2). Each step costs ``M`` gradient calls on
         ``batch_size`` rows plus ``O(M^2 d)`` for the interactions. The default is 100
-        rather than 200: 200 particles take about twice as long and widen the sds by only
-        0.013 (SVGD) to 0.027 (w-SGLD-B, pi-SGLD) of the posterior's on the problem of
-        ``MEASURED_SD_RATIO``, whose figures are at this default. With many groups more
-        particles cut SVGD's bias in a group scale, at a cost that grows as ``M^2`` where
-        the kernel per coordinate dominates (see ``kernel``): on the 1000-group model of
-        ``benchmarks/particle_momentum.py`` the scale's mean came 0.13 and 0.23 posterior
-        sd low with 100 particles (seeds 7 and 8) and 0.05 and 0.005 with 200, in five
-        times the time.
+        rather than 200: on the problem of ``MEASURED_SD_RATIO`` (whose figures are at this
+        default) 200 particles take about twice as long and widen the sds by only 0.013
+        (SVGD) to 0.027 (w-SGLD-B, pi-SGLD) of the posterior's. With many groups more
+        particles cut SVGD's bias in a group scale, but there the kernel per coordinate
+        (see ``kernel``) dominates the cost, which grows as ``M^2``: on the 1000-group
+        model of ``benchmarks/particle_momentum.py`` the scale's mean came 0.13 and 0.23
+        posterior sd low with 100 particles (seeds 7 and 8) and 0.05 and 0.005 with 200,
+        in five times the time.
     n_steps : int, default 1000
     batch_size : int, optional
         Rows per step; default ``min(N, 1000)``.

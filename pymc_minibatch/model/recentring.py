@@ -106,8 +106,8 @@ class Recentring:
         ).point_map_info
         self._data_pairs = [
             (user_model[v.name], copy[v.name])
-            for copy in {id(m): m for m in (centred_model, named_model)}.values()
-            if copy is not user_model
+            for copy in (centred_model, named_model)
+            if copy is not user_model  # the named model is the user's without inline effects
             for v in copy.data_vars
         ]
         self.sync_data()  # PyMC's conversion copied the data: share the user's instead
@@ -236,19 +236,22 @@ def _name_inline_effects(fgraph, taken_names):
             continue
         product, scale, indexing = found
         location, whole, rest = _inline_location(fgraph, product, standard, indexing is not None)
-        name = _free_name(f"{_name(standard)}_effect", taken_names)
         if indexing is None:
             if location is None:
                 continue  # a product with no location, e.g. a scaled coefficient vector
             if any(isinstance(node.op, ModelDeterministic) for node in _uses(fgraph, whole)):
                 continue  # named already: recentring centres its deterministics
-            effect = _named_deterministic(whole, name, standard)
-            fgraph.replace(whole, effect, import_missing=True)
+            expression = whole
         else:
             expression = _as_scalar(scale) * standard
             if location is not None:
                 expression = _as_scalar(location) + expression
-            effect = _named_deterministic(expression, name, standard)
+        name = _free_name(f"{_name(standard)}_effect", taken_names)
+        expression.name = name  # a variable of the graph's copy: the user's keep their names
+        effect = _model_var(model_deterministic, standard, expression, name=name)
+        if indexing is None:
+            fgraph.replace(whole, effect, import_missing=True)
+        else:
             read = indexing.op(effect, *indexing.inputs[1:])
             fgraph.replace(whole, sum(rest, start=read), import_missing=True)
         fgraph.add_output(effect)
@@ -336,27 +339,18 @@ def _free_name(name, taken_names):
     return name
 
 
-def _named_deterministic(expression, name, like):
-    """A model deterministic ``name`` of ``expression`` with the dims of the model variable
-    ``like``."""
-    if IS_PYMC6:
-        return model_deterministic(expression, name, *like.owner.op.dims)
-    expression = expression.copy() if expression.name else expression
-    expression.name = name
-    return model_deterministic(expression, *like.owner.inputs[2:])
-
-
 def _name(model_var):
     """The name of a variable of PyMC's graph of a model (an Op property in PyMC 6)."""
     return model_var.owner.op.name if IS_PYMC6 else model_var.name
 
 
-def _model_var(make, like, *inputs):
+def _model_var(make, like, *inputs, name=None):
     """``make(*inputs)`` (one of PyMC's ``model_free_rv``, ``model_deterministic``) with the
-    dims of the model variable ``like``: Op properties in PyMC 6, string inputs after the
-    variable (and its value) in PyMC 5."""
+    dims of the model variable ``like`` and its name or ``name``: Op properties in PyMC 6,
+    string inputs after the variable (and its value) in PyMC 5, where the name is that of
+    the first input (the caller's to set)."""
     if IS_PYMC6:
-        return make(*inputs, _name(like), *like.owner.op.dims)
+        return make(*inputs, name or _name(like), *like.owner.op.dims)
     n_variables = 2 if isinstance(like.owner.op, ModelFreeRV) else 1
     return make(*inputs, *like.owner.inputs[n_variables:])
 
@@ -382,10 +376,7 @@ def _non_centred(fgraph, output):
                 or _shape_of(standard) is None
             ):
                 continue
-            other_uses = [
-                node for node, _ in fgraph.clients[standard]
-                if node is not product.owner and node in fgraph.apply_nodes
-            ]  # fmt: skip
+            other_uses = [node for node in _uses(fgraph, standard) if node is not product.owner]
             if other_uses or standard in set(ancestors([location, scale])):
                 continue
             return location, scale, standard, standard_sd
