@@ -1,22 +1,25 @@
-"""SVGD on a hierarchical model: momentum and particles, against NUTS's stored reference.
+"""SVGD on hierarchical models: momentum, particles and steps, against NUTS's stored reference.
 
-The centred varying-intercept logistic model of the hierarchical zoo with 1000 groups
-(``tests/zoo_hierarchical.py``: 10^5 rows, 1006 parameters, 5% of the groups empty and 10%
-with fewer than ten rows), ``pmm.sample_particles("svgd")`` at its defaults (100 particles,
-1000 steps on uniform batches of 1000 rows, heavy-ball momentum 0.95 over the first 80%
-of the steps: ``pmm.particles.GROUP_MOMENTUM``) and with 200 particles and other
-``momentum``, ``n_steps`` and seeds, one core each. Per row: seconds, the group scale's
-signed mean error in posterior sds (the Laplace start puts it at the joint mode, several
-sds below its posterior mean, and the particles must carry it up), the largest |mean
-error| over all scalars in posterior sds, the range of sd / NUTS sd, and whether the
-answer check warned.
+Two models of the hierarchical zoo (``tests/zoo_hierarchical.py``, 10^5 rows, 1000 groups,
+5% of them empty and 10% with fewer than ten rows), both centred:
+``intercepts_logistic_G1000_centred`` (1006 parameters, the group scale ``tau``) and
+``slopes_normal_G1000_centred`` (2007 parameters, a varying intercept and slope, the group
+scales ``tau_a`` and ``tau_b``). ``pmm.sample_particles("svgd")`` runs at its defaults (100
+particles, 3000 steps on uniform batches of 1000 rows: ``pmm.particles.GROUP_STEPS``; the
+kernel per coordinate with its linear part, ``pmm.kernels.particles.LINEAR_WEIGHT``;
+heavy-ball momentum 0.95 over the first 80% of the steps: ``pmm.particles.GROUP_MOMENTUM``)
+and with other ``n_particles``, ``momentum``, ``n_steps``, linear weights (0: the RBF
+kernel alone, the kernel before the linear part) and seeds, one core each. Per row:
+seconds, each group scale's signed mean error in posterior sds (the Laplace start puts it
+at the joint mode, several sds below its posterior mean, and the particles must carry it
+up), the largest |mean error| over all scalars in posterior sds, the range of sd / NUTS sd,
+and whether the answer check warned.
 With ``M`` particles a mean's standard error is about ``1 / sqrt(M)`` posterior sd (if
 they were independent draws): 0.1 with 100, 0.07 with 200.
 
-Run: ``python benchmarks/particle_momentum.py`` (about 25 minutes on 2 cores: two runs at
-a time; 200 particles take five times as long as 100). Writes ``--json`` (by default
-``benchmarks/results/particle_momentum.json``, committed, with the machine, versions and
-command).
+Run: ``python benchmarks/particle_momentum.py`` (about half an hour on 2 cores: two runs
+at a time). Writes ``--json`` (by default ``benchmarks/results/particle_momentum.json``,
+committed, with the machine, versions and command).
 """
 
 import argparse
@@ -32,24 +35,38 @@ from hierarchical import compare, summarise  # noqa: E402
 from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
+from pymc_minibatch.kernels import particles as particle_kernels  # noqa: E402
 from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
 
-MODEL = "intercepts_logistic_G1000_centred"
-SCALE = "tau"
-#: ``(n_particles, momentum, n_steps, seed)`` of each run; "auto" is the default.
+INTERCEPTS, SLOPES = "intercepts_logistic_G1000_centred", "slopes_normal_G1000_centred"
+#: Each model's group scales.
+SCALES = {INTERCEPTS: ("tau",), SLOPES: ("tau_a", "tau_b")}
+DEFAULT_LINEAR_WEIGHT = particle_kernels.LINEAR_WEIGHT
+#: ``(model, n_particles, momentum, n_steps, linear_weight, seed)`` of each run; "auto" and
+#: None are the defaults (None: ``pmm.kernels.particles.LINEAR_WEIGHT``).
 SETTINGS = (
-    (200, "auto", 1000, 7),
-    (200, "auto", 1000, 8),
-    (100, "auto", 1000, 7),
-    (100, "auto", 1000, 8),
-    (100, 0.0, 1000, 7),
-    (100, 0.0, 3000, 7),
-    (100, 0.98, 1000, 7),
+    (INTERCEPTS, 100, "auto", 3000, None, 7),
+    (INTERCEPTS, 100, "auto", 3000, None, 8),
+    (INTERCEPTS, 100, "auto", 1000, None, 7),
+    (INTERCEPTS, 100, "auto", 3000, 0.0, 7),
+    (INTERCEPTS, 100, "auto", 3000, 0.0, 8),
+    (INTERCEPTS, 100, "auto", 1000, 0.0, 7),
+    (INTERCEPTS, 200, "auto", 3000, 0.0, 7),
+    (INTERCEPTS, 100, 0.0, 3000, None, 7),
+    (INTERCEPTS, 100, 0.98, 3000, None, 7),
+    (SLOPES, 100, "auto", 3000, None, 7),
+    (SLOPES, 100, "auto", 3000, None, 8),
+    (SLOPES, 100, "auto", 1000, None, 7),
+    (SLOPES, 100, "auto", 3000, 0.0, 7),
 )
 
 
-def _row(n_particles, momentum, n_steps, seed):
-    model = HIERARCHICAL_ZOO[MODEL].build()
+def _row(name, n_particles, momentum, n_steps, linear_weight, seed):
+    # set for every run: a worker process runs several
+    particle_kernels.LINEAR_WEIGHT = (
+        DEFAULT_LINEAR_WEIGHT if linear_weight is None else linear_weight
+    )
+    model = HIERARCHICAL_ZOO[name].build()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         started = time.perf_counter()
@@ -57,14 +74,21 @@ def _row(n_particles, momentum, n_steps, seed):
                                      n_steps=n_steps, model=model, random_seed=seed,
                                      progressbar=False)  # fmt: skip
         seconds = time.perf_counter() - started
-    reference = hierarchical_reference(MODEL)
+    reference = hierarchical_reference(name)
     summary = summarise(idata, particles=True)
-    scale = (summary[SCALE]["mean"] - reference[SCALE]["mean"]) / reference[SCALE]["sd"]
+    scales = {label: (summary[label]["mean"] - reference[label]["mean"]) / reference[label]["sd"]
+              for label in SCALES[name]}  # fmt: skip
     warned = any(issubclass(w.category, pmm.AnswerCheckWarning) for w in caught)
     attrs = idata["posterior"].attrs
-    return {"n_particles": attrs["n_particles"], "momentum": attrs["momentum"],
-            "n_steps": n_steps, "seed": seed, "seconds": seconds, "scale_error_sd": scale,
+    return {"model": name, "n_particles": attrs["n_particles"], "momentum": attrs["momentum"],
+            "n_steps": attrs["n_steps"], "linear_weight": particle_kernels.LINEAR_WEIGHT,
+            "seed": seed, "seconds": seconds, "scale_errors_sd": scales,
             "answer_check_warned": warned, **compare(summary, reference)}  # fmt: skip
+
+
+def _cost(settings):
+    name, n_particles, _, n_steps, _, _ = settings
+    return n_particles**2 * n_steps * len(SCALES[name])
 
 
 def main():
@@ -73,16 +97,23 @@ def main():
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one core each")
     args = parser.parse_args()
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(_row, *zip(*SETTINGS, strict=True)))
-    print(f"{'M':>4s} {'momentum':>8s} {'steps':>6s} {'seed':>4s} {'s':>6s} "
-          f"{SCALE + ' err':>8s} {'max err':>8s} {'sd ratio':>11s} warned")  # fmt: skip
+        # the longest runs first (particles^2 x steps x coordinates), to keep both cores busy
+        futures = {settings: pool.submit(_row, *settings)
+                   for settings in sorted(SETTINGS, key=_cost, reverse=True)}  # fmt: skip
+        rows = [futures[settings].result() for settings in SETTINGS]
+    print(f"{'model':10s} {'M':>4s} {'momentum':>8s} {'steps':>6s} {'linear':>6s} {'seed':>4s} "
+          f"{'s':>6s} "
+          f"{'max err':>8s} {'sd ratio':>11s} warned  scale errors")  # fmt: skip
     for row in rows:
-        print(f"{row['n_particles']:4d} {row['momentum']:8.2f} {row['n_steps']:6d} "
-              f"{row['seed']:4d} {row['seconds']:6.1f} "
-              f"{row['scale_error_sd']:8.3f} {row['max_mean_error_sd']:8.3f} "
+        scales = ", ".join(f"{label} {error:+.3f}"
+                           for label, error in row["scale_errors_sd"].items())  # fmt: skip
+        print(f"{row['model'].split('_')[0]:10s} {row['n_particles']:4d} {row['momentum']:8.2f} "
+              f"{row['n_steps']:6d} {row['linear_weight']:6.2f} {row['seed']:4d} "
+              f"{row['seconds']:6.1f} "
+              f"{row['max_mean_error_sd']:8.3f} "
               f"{row['sd_ratio_min']:5.2f}-{row['sd_ratio_max']:4.2f} "
-              f"{row['answer_check_warned']}")  # fmt: skip
-    write_results(args.json, {"model": MODEL, "environment": environment(), "runs": rows})
+              f"{str(row['answer_check_warned']):6s}  {scales}")  # fmt: skip
+    write_results(args.json, {"models": list(SCALES), "environment": environment(), "runs": rows})
     print(f"wrote {args.json}")
 
 
