@@ -19,7 +19,9 @@ they were independent draws): 0.1 with 100, 0.07 with 200.
 
 Run: ``python benchmarks/particle_momentum.py`` (about half an hour on 2 cores: two runs
 at a time). Writes ``--json`` (by default ``benchmarks/results/particle_momentum.json``,
-committed, with the machine, versions and command).
+with the machine, versions and command). Committed: ``particle_momentum.json`` from the
+first 13 settings, and ``particle_momentum_1000.json`` from the last two, added after
+(``--only 13 14 --json benchmarks/results/particle_momentum_1000.json``).
 """
 
 import argparse
@@ -58,6 +60,8 @@ SETTINGS = (
     (SLOPES, 100, "auto", 3000, None, 8),
     (SLOPES, 100, "auto", 1000, None, 7),
     (SLOPES, 100, "auto", 3000, 0.0, 7),
+    (INTERCEPTS, 100, 0.0, 1000, None, 7),
+    (SLOPES, 100, "auto", 1000, 0.0, 7),
 )
 
 
@@ -95,12 +99,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=str(RESULTS / "particle_momentum.json"))
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one core each")
+    parser.add_argument("--only", type=int, nargs="+", help="run these SETTINGS (0-based)")
     args = parser.parse_args()
+    chosen = SETTINGS if args.only is None else [SETTINGS[i] for i in args.only]
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         # the longest runs first (particles^2 x steps x coordinates), to keep both cores busy
         futures = {settings: pool.submit(_row, *settings)
-                   for settings in sorted(SETTINGS, key=_cost, reverse=True)}  # fmt: skip
-        rows = [futures[settings].result() for settings in SETTINGS]
+                   for settings in sorted(chosen, key=_cost, reverse=True)}  # fmt: skip
+        rows = [futures[settings].result() for settings in chosen]
     print(f"{'model':10s} {'M':>4s} {'momentum':>8s} {'steps':>6s} {'linear':>6s} {'seed':>4s} "
           f"{'s':>6s} "
           f"{'max err':>8s} {'sd ratio':>11s} warned  scale errors")  # fmt: skip

@@ -104,19 +104,6 @@ NOISE_BUDGET = 0.005
 """Final ``step_size * r`` with minibatches (``r = N / B - 1``): the shared batch's gradient
 noise moves the particles' mean by about ``sqrt(step_size * r / 2)`` posterior sds."""
 
-DEFAULT_STEPS = 1000
-"""Steps by default (``n_steps="auto"``), but for SVGD on a hierarchical model."""
-
-GROUP_STEPS = 3000
-"""SVGD's steps on a hierarchical model by default (``n_steps="auto"``).
-
-The group scales relax slowly even with momentum (``GROUP_MOMENTUM``), and after 1000
-steps a run is still on its way: on the 1000-group models of
-``benchmarks/particle_momentum.py`` a group scale's mean was still 0.3-0.5 posterior sd
-from where 3000 steps leave it, the side depending on when the step size's decay froze
-it. At 3000 the means came within 0.1 posterior sd of NUTS's on the varying-intercept
-model (both seeds)."""
-
 DEFAULT_BATCH_SIZE = 1000
 """Rows per step by default (all rows when there are fewer)."""
 
@@ -201,7 +188,7 @@ def sample_particles(
     method="svgd",
     *,
     n_particles=100,
-    n_steps="auto",
+    n_steps=1000,
     batch_size=None,
     step_size=None,
     bandwidth_scale=None,
@@ -255,9 +242,7 @@ def sample_particles(
         model of ``benchmarks/particle_momentum.py`` the scale's mean came 0.13 and 0.23
         posterior sd low with 100 particles (seeds 7 and 8) and 0.05 and 0.005 with 200,
         in five times the time.
-    n_steps : int or "auto", default "auto"
-        Steps the particles move. ``"auto"``: ``GROUP_STEPS`` (3000) for SVGD on a
-        hierarchical model, whose group scales relax slowly, else ``DEFAULT_STEPS`` (1000).
+    n_steps : int, default 1000
     batch_size : int, optional
         Rows per step; default ``min(N, 1000)``.
     step_size : float or schedule, optional
@@ -432,7 +417,6 @@ def sample_particles(
     use_control_variates = cv.use_control_variates(control_variates, batch_size, n_data)
     started = time.perf_counter()
     fit = minibatch_model.laplace() if (precondition or laplace or use_control_variates) else None
-    n_steps = _n_steps(n_steps, method, minibatch_model, fit)  # checked above
     thetas = (
         fit.draw(rng, n_particles)
         if laplace
@@ -700,15 +684,9 @@ def _validate(method, n_particles, n_steps, bandwidth_scale, wasserstein_weight,
     """Checked settings, with the method's defaults for those not given."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(n_steps, str) and n_steps == "auto":
-        n_steps = DEFAULT_STEPS  # checked alike
     for name, value, least in (("n_particles", n_particles, 2), ("n_steps", n_steps, 1)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
-            raise ValueError(
-                f"{name} must be an integer of at least {least}"
-                + (" or 'auto'" if name == "n_steps" else "")
-                + f", got {value!r}"
-            )
+            raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
     weight = wasserstein_weight
     if weight is None:  # w-SGLD's sum over M previous particles, scaled as SVGD's mean
         weight = 1.0 / n_particles if method == "wsgld" else 0.0
@@ -726,23 +704,12 @@ def _validate(method, n_particles, n_steps, bandwidth_scale, wasserstein_weight,
     return settings
 
 
-def _group_svgd(method, minibatch_model, fit):
-    """SVGD on a hierarchical model (its groups found by the Laplace fit)."""
-    return method == "svgd" and fit is not None and minibatch_model.structure().n_groups > 0
-
-
-def _n_steps(n_steps, method, minibatch_model, fit):
-    """``n_steps``, or the default of ``"auto"``."""
-    if isinstance(n_steps, str):
-        return GROUP_STEPS if _group_svgd(method, minibatch_model, fit) else DEFAULT_STEPS
-    return int(n_steps)
-
-
 def _momentum(momentum, method, minibatch_model=None, fit=None):
     """The heavy ball's ``beta``: ``momentum`` checked, or the default of ``"auto"`` (0
     without a Laplace fit, which finds the model's groups)."""
     if isinstance(momentum, str) and momentum == "auto":
-        return GROUP_MOMENTUM if _group_svgd(method, minibatch_model, fit) else 0.0
+        hierarchical = fit is not None and minibatch_model.structure().n_groups > 0
+        return GROUP_MOMENTUM if method == "svgd" and hierarchical else 0.0
     if isinstance(momentum, bool) or not (
         isinstance(momentum, int | float | np.number) and 0 <= momentum < 1
     ):

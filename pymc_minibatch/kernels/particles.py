@@ -189,4 +189,3 @@ def pisgld_velocity(theta, previous, grads, bandwidth, lam, gamma):
     if gamma:
         wsgld = wsgld + gamma * wasserstein_term(theta, previous, lam)
     return 0.5 * (svgd_velocity(theta, grads, bandwidth) + wsgld)
-
