@@ -5,9 +5,9 @@ Two models of the hierarchical zoo (``tests/zoo_hierarchical.py``, 10^5 rows, 10
 ``intercepts_logistic_G1000_centred`` (1006 parameters, the group scale ``tau``) and
 ``slopes_normal_G1000_centred`` (2007 parameters, a varying intercept and slope, the group
 scales ``tau_a`` and ``tau_b``). ``pmm.sample_particles("svgd")`` runs at its defaults (100
-particles, 3000 steps on uniform batches of 1000 rows: ``pmm.particles.GROUP_STEPS``; the
-kernel per coordinate with its linear part, ``pmm.kernels.particles.LINEAR_WEIGHT``;
-heavy-ball momentum 0.95 over the first 80% of the steps: ``pmm.particles.GROUP_MOMENTUM``)
+particles, 1000 steps on uniform batches of 1000 rows, the kernel per coordinate with its
+linear part, ``pmm.kernels.particles.LINEAR_WEIGHT``, heavy-ball momentum 0.95 over the
+first 80% of the steps: ``pmm.particles.GROUP_MOMENTUM``)
 and with other ``n_particles``, ``momentum``, ``n_steps``, linear weights (0: the RBF
 kernel alone, the kernel before the linear part) and seeds, one core each. Per row:
 seconds, each group scale's signed mean error in posterior sds (the Laplace start puts it

@@ -114,17 +114,20 @@ A hierarchical model's group scale and the spread of its weakly identified group
 relax together, slowly: each can move only as far as the other has (the slow mixing of
 the centred parametrisation, Papaspiliopoulos, Roberts & Sköld 2007, seen in a gradient
 flow). The Laplace start puts the scale at the joint mode, several sds below its posterior
-mean with many groups, so plain steps leave it short: on the hierarchical zoo's 1000-group
-model (10^5 rows) the group scale's mean is 0.87 posterior sd low after the default 1000
-steps and 0.42 after 3000 (``benchmarks/particle_momentum.py``). Momentum ``beta`` carries
+mean with many groups, and plain steps carry it up slowly. Momentum ``beta`` carries
 a drift that persists ``1 / (1 - beta)`` times as far per step (Polyak 1964, "Some methods
 of speeding up the convergence of iteration methods", USSR Comput. Math. Math. Phys.
 4(5); for particle methods Liu, Zhuo, Cheng, Zhang & Zhu 2019, "Understanding and
-accelerating particle-based variational inference", ICML): with 0.95 the scale comes
-within 0.13 sd there in 1000 steps; with 0.98 it overshoots, to 3.9 sds high, with
-some groups' effects 2.7 times too wide, and the answer check stays quiet (its identities
-are per coordinate, and a scale and its groups' spread wrong together look consistent to
-each coordinate's score; the spread is within its factor of 3). On a linear
+accelerating particle-based variational inference", ICML). On the hierarchical zoo's
+1000-group varying-intercept model (10^5 rows, ``benchmarks/particle_momentum.py``;
+``benchmarks/results/particle_momentum_1000.json`` for plain steps) the group scale's
+mean came 0.150 posterior sd low after the default 1000 steps without momentum and 0.139
+with 0.95; after 3000 steps 0.110 without, 0.120 at 0.95 and 0.037 at 0.98. That little
+difference is owed to the kernel's linear part
+(:func:`~pymc_minibatch.kernels.particles.linear_svgd_velocity`), which moves the groups'
+spread directly; before it, 1000 plain steps left the scale far lower, and 0.98 overshot
+it by several sds with the answer check quiet (a scale and its groups' spread wrong
+together look consistent to each coordinate's score). On a linear
 mode of rate ``lambda`` (its velocity ``-lambda`` times its offset) the heavy ball decays
 by ``sqrt(beta)`` per step (within tens of steps at 0.95) when ``lambda`` exceeds
 ``(1 - sqrt(beta))^2 / step_size``, and ``1 / (1 - beta)`` times as fast as plain steps
@@ -236,12 +239,12 @@ def sample_particles(
         ``batch_size`` rows plus ``O(M^2 d)`` for the interactions. The default is 100
         rather than 200: on the problem of ``MEASURED_SD_RATIO`` (whose figures are at this
         default) 200 particles take about twice as long and widen the sds by only 0.013
-        (SVGD) to 0.027 (w-SGLD-B, pi-SGLD) of the posterior's. With many groups more
-        particles cut SVGD's bias in a group scale, but there the kernel per coordinate
-        (see ``kernel``) dominates the cost, which grows as ``M^2``: on the 1000-group
-        model of ``benchmarks/particle_momentum.py`` the scale's mean came 0.13 and 0.23
-        posterior sd low with 100 particles (seeds 7 and 8) and 0.05 and 0.005 with 200,
-        in five times the time.
+        (SVGD) to 0.027 (w-SGLD-B, pi-SGLD) of the posterior's. With many groups the kernel
+        per coordinate (see ``kernel``) dominates the cost, which grows as ``M^2``: on the
+        1000-group model of ``benchmarks/particle_momentum.py``, 3000 steps took 144.5-164.8
+        s with 100 particles and 555.3 s with 200 (without the kernel's linear part, which
+        does more for the group scale than 200 particles did: 0.134 posterior sd low with
+        200 particles, 0.316 with 100, 0.120 with 100 and the linear part).
     n_steps : int, default 1000
     batch_size : int, optional
         Rows per step; default ``min(N, 1000)``.
@@ -270,9 +273,12 @@ def sample_particles(
         the joint kernel's sds came out 0.64-0.89 of nutpie's with 106 parameters and
         0.50-0.87 with 1006 (a mean 4.2 sds off); the coordinate kernel's 0.91-1.03 and
         0.87-1.10, with means within 0.09 sd and 0.82 sd (the group scale, which plain
-        steps carry up from the Laplace start too slowly: see ``momentum``).
-        ``tests/statistical/test_hierarchical.py`` holds it, with its default momentum, to
-        NUTS with 106 and 1006 parameters. The other methods use the joint kernel.
+        steps carry up from the Laplace start too slowly: see ``momentum``). The kernel
+        per coordinate has a linear part that restores the particles' variance in each
+        coordinate (:func:`~pymc_minibatch.kernels.particles.linear_svgd_velocity`,
+        applied outside the momentum). ``tests/statistical/test_hierarchical.py`` holds it,
+        with its default momentum, to NUTS with 106 and 1006 parameters. The other methods
+        use the joint kernel.
     wasserstein_weight : float, optional
         Weight ``gamma`` of the Wasserstein term: default ``1 / M`` for w-SGLD, 0 for
         pi-SGLD. Formerly ``gamma``, still accepted with a ``FutureWarning``.
