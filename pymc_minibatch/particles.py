@@ -262,7 +262,8 @@ def sample_particles(
         median squared distance between particles, recomputed every step. Default 4 for
         SVGD, 1 (Liu & Wang's heuristic) for the others; the reasons are measured in
         ``DEFAULT_BANDWIDTH_SCALE``. With ``kernel="coordinates"`` the bandwidth is per
-        coordinate (``med_j^2`` over the coordinate's pairs) and the default scale 1.
+        coordinate (``med_j^2`` over the coordinate's pairs), recomputed every
+        ``COORDINATE_BANDWIDTH_EVERY`` steps, and the default scale 1.
     kernel : {"auto", "joint", "coordinates"}, default "auto"
         SVGD's kernel. ``"joint"``: the RBF on the whole vector. ``"coordinates"``: one RBF
         per coordinate (see :func:`~pymc_minibatch.kernels.particles.coordinate_svgd_velocity`),
