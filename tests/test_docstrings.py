@@ -6,10 +6,11 @@ what they define), and the public methods of ``MinibatchModel``. The doctests of
 that defines one of them are run; examples that sample for long are marked
 ``# doctest: +SKIP`` in the docstrings.
 
-Examples that import an optional extra's package (Dask for ``ChunkedRows``) skip where it is not
-installed, so that ``pytest -m slow`` passes with only the ``test`` extra; with
-``PMM_REQUIRE_EXTRAS`` set, as ``.ci/run`` sets it where every extra is installed, such an
-example fails instead, so that none goes unchecked in CI.
+Examples that import an optional extra's package (Dask for ``ChunkedRows``) are left out where
+it is not installed, so that ``pytest -m slow`` runs the rest of their module's examples with
+only the ``test`` extra; a module with no example left to run fails, naming the extra, as does
+any example left out with ``PMM_REQUIRE_EXTRAS`` set, as ``.ci/run`` sets it where every extra
+is installed, so that none goes unchecked in CI. Nothing here skips.
 
 A method's examples continue the example of its class: they run with the names that the class
 example defined (so ``MinibatchModel``'s methods use its ``mm``).
@@ -33,7 +34,7 @@ import pymc_minibatch
 EXAMPLES_SECTION = re.compile(r"^\s*Examples\n\s*-{8,}\s*$", re.MULTILINE)
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 #: Set (by ``.ci/run``) where every extra is installed: an example left out for a missing
-#: package then fails instead of skipping, so that no example goes unchecked in CI.
+#: package then fails even when the rest of its module runs, so that none goes unchecked in CI.
 REQUIRE_EXTRAS = "PMM_REQUIRE_EXTRAS"
 
 #: Classes whose public methods users call directly: their methods need examples too.
@@ -111,7 +112,8 @@ def _missing_imports(tests):
 def _run_module_doctests(module_name):
     """Run a module's doctests; a method's test starts from its class test's names. An
     example that imports a package that is not installed is left out, with the tests that
-    continue it; the test skips only when nothing of the module is left to run."""
+    continue it; the test fails when nothing of the module is left to run, or when
+    ``REQUIRE_EXTRAS`` is set."""
     module = importlib.import_module(module_name)
     tests = sorted(doctest.DocTestFinder(exclude_empty=True).find(module), key=lambda t: t.name)
     runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
@@ -134,8 +136,8 @@ def _run_module_doctests(module_name):
         message = f"examples of {module_name} need {', '.join(packages)} (an extra)"
         if os.environ.get(REQUIRE_EXTRAS):  # CI installs every extra: none may be left out
             pytest.fail(f"{message}, and {REQUIRE_EXTRAS} is set")
-        if not finished:
-            pytest.skip(message)
+        if not finished:  # nothing ran: a pass would check nothing
+            pytest.fail(f"{message}, and no other example of it runs: install it")
     return runner.summarize(verbose=False), "".join(report)
 
 
@@ -185,9 +187,9 @@ def _module_with_only_an_optional_example(monkeypatch):
     return module.__name__
 
 
-def test_a_module_with_nothing_left_to_run_skips_without_the_extras_required(monkeypatch):
+def test_a_module_with_nothing_left_to_run_fails_without_the_extras_required(monkeypatch):
     monkeypatch.delenv(REQUIRE_EXTRAS, raising=False)
-    with pytest.raises(pytest.skip.Exception, match="need not_installed_package_xyz"):
+    with pytest.raises(pytest.fail.Exception, match="need not_installed_package_xyz.*install"):
         _run_module_doctests(_module_with_only_an_optional_example(monkeypatch))
 
 
@@ -198,7 +200,7 @@ def test_a_left_out_example_fails_where_every_extra_is_required(monkeypatch):
 
 
 def test_ci_runs_the_doctests_with_every_extra_required():
-    # the skip above (an extra not installed) must never hide an example in CI: .ci/run runs
+    # an example left out (its extra not installed) must never go unchecked in CI: .ci/run runs
     # the slow tests, the doctests among them, with every extra installed and this variable set
     ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
     assert re.search(rf"^{REQUIRE_EXTRAS}=1 run_pytest \S+ -m slow\b", ci, flags=re.M)
