@@ -60,18 +60,21 @@ is, from d = 4 on).
 
 The reference, per (N, d), is a separate nutpie run (PyMC's NUTS if nutpie is missing) with
 ``--reference-draws`` kept draws per chain (default 1000, after ``--draws`` tuning steps),
-2 chains, a seed of its own, run before the samplers in its own process.
+2 chains, a seed of its own, in its own process.
 
 ``--extrapolate-rows N`` (default 10^6): at N rows and above, PyMC's NUTS and nutpie are
 not run; each of their rows is extrapolated from the largest N that ran at the same d, its
 sampling time and rows per effective draw scaled in proportion to N (every gradient reads
 every row; PyMC's compilation, inside its sampling time, is scaled too, an overestimate that
 is small at the N where one extrapolates), its ESS kept. These rows are marked ``*`` in the
-table and ``"extrapolated": true`` in the JSON. numpyro's NUTS runs there (first) and its
-draws are the reference (``--draws`` per chain).
+table and ``"extrapolated": true`` in the JSON. numpyro's NUTS runs there and its draws are
+the reference (``--draws`` per chain).
 
-``--jobs`` (default 2) workers run at once, each on its own core; the reference runs alone
-before them.
+``--jobs`` (default 2) workers run at once, each on its own core. The runs of the whole grid
+share them, those that read every row (the references and the NUTS samplers) first, the
+larger ``N d`` the earlier: the longest run (numpyro's NUTS at the largest cell) starts at
+once and the others fill the other workers around it. The table is printed cell by cell in
+the grid's order.
 
 Results go to ``--json`` (default ``benchmarks/results/peers.json``, rewritten after every
 row) with the machine, the versions and the command. The committed results
@@ -112,6 +115,8 @@ SAMPLERS = ("nuts", "nutpie", "numpyro", "hmcecs", "tunamh", "sgld", "svgd")
 #: The NUTS rows extrapolated at ``--extrapolate-rows`` and above (numpyro's NUTS still
 #: runs there, and is the reference).
 EXTRAPOLATED = ("nuts", "nutpie")
+#: The runs whose cost grows with N d (every gradient reads every row): run first.
+FULL_DATA = ("reference", "nuts", "nutpie", "numpyro")
 REQUIRES = {"nutpie": ("nutpie",), "numpyro": ("numpyro", "jax"), "hmcecs": ("numpyro", "jax")}
 CHAINS, SEED, REFERENCE_SEED, DATA_SEED = 2, 1, 2, 0
 SUBSAMPLE, HMCECS_BLOCKS, SG_BATCH, EFFECTIVE_DRAWS = 1000, 100, 1000, 1000
@@ -684,66 +689,74 @@ def main(argv=None):
           "extrapolated): max |mean error| / ref sd, sd / ref sd; * extrapolated in N")
     print(HEADER, flush=True)
     largest_run = {}  # (sampler, d) -> its row at the largest N that ran
-    with tempfile.TemporaryDirectory() as folder:
-        data_path = pathlib.Path(folder) / "data.npz"
-        for n_dims in args.dims:
-            for n_rows in sorted(args.rows):
-                extrapolating = threshold is not None and n_rows >= threshold
-                X, y = logistic_data(n_rows, n_dims, args.design)
-                np.savez(data_path, X=X, y=y)  # .npy keeps a column-major design so
-                results["layouts"].append({"N": n_rows, "d": n_dims,
-                                           "fortran_order": bool(X.flags.f_contiguous)})
-                del X, y  # the workers load their own copies
-                runs = {}
-                if extrapolating:
-                    if "numpyro" in samplers:  # the reference here
-                        runs["numpyro"] = launch("numpyro", data_path, args.draws, args.draws,
-                                                 SEED)  # fmt: skip
-                    reference_run, reference_name = runs.get("numpyro"), "numpyro"
-                else:
-                    reference_run = launch(reference_sampler, data_path, args.reference_draws,
-                                           args.draws, REFERENCE_SEED)  # fmt: skip
-                    reference_name = reference_sampler
-                reference = None
-                if reference_run is None or "failed" in reference_run:
-                    failure = (reference_run or {}).get("failed", "not run")
-                    print(f"no reference at N={n_rows}, d={n_dims}: {failure}")
-                else:
-                    reference = reference_run["summary"]
-                    results["references"].append({
-                        "N": n_rows, "d": n_dims, "sampler": reference_name,
-                        "total_s": reference_run["setup_s"] + reference_run["sampling_s"],
-                        **reference_run,
-                    })  # fmt: skip
-                    write_results(args.json, results)
-                to_run = [name for name in samplers if name not in runs
-                          and not (extrapolating and name in EXTRAPOLATED)]  # fmt: skip
-                with ThreadPoolExecutor(args.jobs) as pool:
-                    launched = {name: pool.submit(launch, name, data_path, args.draws,
-                                                  args.draws, SEED) for name in to_run}  # fmt: skip
-                    runs.update({name: job.result() for name, job in launched.items()})
-                for name in samplers:
-                    if name in runs:
-                        run = runs[name]
-                        if "failed" in run:
-                            print(f"{name} at N={n_rows}, d={n_dims} failed:\n{run['failed']}")
-                            results["runs"].append({"sampler": name, "N": n_rows, "d": n_dims,
-                                                    **run})  # fmt: skip
-                            write_results(args.json, results)
-                            continue
-                        is_reference = extrapolating and name == "numpyro"
-                        row = make_row(name, n_rows, n_dims, run,
-                                       None if is_reference else reference)  # fmt: skip
-                        largest_run[name, n_dims] = row
-                    elif (name, n_dims) in largest_run:
-                        row = extrapolate(largest_run[name, n_dims], n_rows)
-                    else:
-                        print(f"{name}: not run at N={n_rows}, d={n_dims}, and no smaller N "
-                              "ran to extrapolate from")
+    with tempfile.TemporaryDirectory() as folder, ThreadPoolExecutor(args.jobs) as pool:
+        cells = [(n_dims, n_rows) for n_dims in args.dims for n_rows in sorted(args.rows)]
+        jobs = {}  # (n_dims, n_rows) -> {name: (cost, launch arguments)}
+        for n_dims, n_rows in cells:
+            extrapolating = threshold is not None and n_rows >= threshold
+            X, y = logistic_data(n_rows, n_dims, args.design)
+            data_path = pathlib.Path(folder) / f"N{n_rows}_d{n_dims}" / "data.npz"
+            data_path.parent.mkdir()
+            np.savez(data_path, X=X, y=y)  # .npy keeps a column-major design so
+            results["layouts"].append({"N": n_rows, "d": n_dims,
+                                       "fortran_order": bool(X.flags.f_contiguous)})
+            del X, y  # the workers load their own copies
+            cell = {name: (name, data_path, args.draws, args.draws, SEED) for name in samplers
+                    if not (extrapolating and name in EXTRAPOLATED)}  # fmt: skip
+            if not extrapolating:  # else numpyro's NUTS is the reference
+                cell["reference"] = (reference_sampler, data_path, args.reference_draws,
+                                     args.draws, REFERENCE_SEED)  # fmt: skip
+            jobs[n_dims, n_rows] = cell
+        # every run of the grid at once, the longest first (full-data samplers by N d), so
+        # that the longest run starts at once and the others fill the other workers
+        order = sorted(((n_dims, n_rows, name) for (n_dims, n_rows), cell in jobs.items()
+                        for name in cell),
+                       key=lambda job: -job[0] * job[1] * (job[2] in FULL_DATA))  # fmt: skip
+        futures = {(n_dims, n_rows, name): pool.submit(launch, *jobs[n_dims, n_rows][name])
+                   for n_dims, n_rows, name in order}  # fmt: skip
+        for n_dims, n_rows in cells:
+            extrapolating = threshold is not None and n_rows >= threshold
+            runs = {name: futures[n_dims, n_rows, name].result()
+                    for name in jobs[n_dims, n_rows]}  # fmt: skip
+            reference_name = "numpyro" if extrapolating else reference_sampler
+            reference_run = runs.pop("numpyro" if extrapolating else "reference", None)
+            if extrapolating and reference_run is not None:
+                runs["numpyro"] = reference_run
+            reference = None
+            if reference_run is None or "failed" in reference_run:
+                failure = (reference_run or {}).get("failed", "not run")
+                print(f"no reference at N={n_rows}, d={n_dims}: {failure}")
+            else:
+                reference = reference_run["summary"]
+                results["references"].append({
+                    "N": n_rows, "d": n_dims, "sampler": reference_name,
+                    "total_s": reference_run["setup_s"] + reference_run["sampling_s"],
+                    **reference_run,
+                })  # fmt: skip
+                write_results(args.json, results)
+            for name in samplers:
+                if name in runs:
+                    run = runs[name]
+                    if "failed" in run:
+                        print(f"{name} at N={n_rows}, d={n_dims} failed:\n{run['failed']}")
+                        results["runs"].append({"sampler": name, "N": n_rows, "d": n_dims,
+                                                **run})  # fmt: skip
+                        write_results(args.json, results)
                         continue
-                    print_row(row)
-                    results["runs"].append(row)
-                    write_results(args.json, results)
+                    is_reference = extrapolating and name == "numpyro"
+                    row = make_row(name, n_rows, n_dims, run,
+                                   None if is_reference else reference)  # fmt: skip
+                    largest_run[name, n_dims] = row
+                elif (name, n_dims) in largest_run:
+                    row = extrapolate(largest_run[name, n_dims], n_rows)
+                else:
+                    print(f"{name}: not run at N={n_rows}, d={n_dims}, and no smaller N "
+                          "ran to extrapolate from")
+                    continue
+                print_row(row)
+                results["runs"].append(row)
+                write_results(args.json, results)
+
 
 if __name__ == "__main__":
     main()
