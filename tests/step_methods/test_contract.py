@@ -1,6 +1,8 @@
 """Contract tests over every step method: declared stats, tune, sampling state, pickling."""
 
+import ast
 import functools
+import pathlib
 
 import cloudpickle
 import numpy as np
@@ -126,3 +128,19 @@ def test_same_seed_gives_the_same_draws_with_one_or_two_cores(model, sampler):
     sequential, parallel = run(1), run(2)
     np.testing.assert_array_equal(sequential, parallel)
     assert not np.array_equal(sequential[0], sequential[1])
+
+
+def test_every_step_method_is_imported_by_name_in_the_package():
+    """``from pymc_minibatch import TunaMH`` resolves for a static tool: each registered step
+    method is bound by an import statement of ``__init__.py`` (not built at run time) and
+    listed literally in ``__all__``, in the registry's order."""
+    source = pathlib.Path(pmm.__file__).read_text()
+    tree = ast.parse(source)
+    imported = {alias.asname or alias.name for node in tree.body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}  # fmt: skip
+    (listed,) = [ast.literal_eval(node.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and node.targets[0].id == "__all__"]  # fmt: skip
+    assert set(registry.SAMPLER_NAMES) <= imported
+    assert listed[: len(registry.SAMPLER_NAMES)] == list(registry.SAMPLER_NAMES)
+    for entry in registry.SAMPLERS:
+        assert getattr(pmm, entry.name) is entry.step_class
