@@ -182,7 +182,8 @@ class GroupedRows:
     Parameters
     ----------
     weights : array_like, shape (N,)
-        Non-negative and finite, with a positive sum.
+        Non-negative and finite; all zero when no row is ever to be drawn (the bounds of
+        a likelihood that its expansion matches exactly), and then only counts of zero.
     groups : array of int, shape (N,)
         Each row's group in ``0 .. n_groups - 1``, or -1 for a row in no group (the last
         bucket, ``n_groups``).
@@ -211,8 +212,12 @@ class GroupedRows:
         self.sizes = np.diff(self.starts)
         """Rows per group, shape ``(n_groups + 1,)`` (the last: rows in no group)."""
         self.weights = np.asarray(weights)[self.order]
-        self.sampler = WeightedRows(self.weights)
-        self._prefix = self.sampler.prefix(self.starts)
+        self.sampler = None
+        if np.any(self.weights):
+            self.sampler = WeightedRows(self.weights)
+            self._prefix = self.sampler.prefix(self.starts)
+        else:  # rows that are never drawn, such as the zero bounds of a quadratic likelihood
+            self._prefix = np.zeros(self.starts.size)
         self.totals = np.diff(self._prefix)
         """The weight of each group, shape ``(n_groups + 1,)``."""
 
@@ -221,6 +226,8 @@ class GroupedRows:
         groups)``, the rows grouped in group order."""
         counts = np.asarray(counts)
         groups = np.repeat(np.arange(counts.size), counts)
+        if groups.size == 0:
+            return np.empty(0, dtype=np.intp), groups
         low, width = self._prefix[groups], self.totals[groups]
         positions = self.sampler.rows_at(low + rng.random(groups.size) * width)
         # rounding may put a variate at a neighbouring group's edge: draw those again

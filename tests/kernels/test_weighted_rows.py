@@ -152,3 +152,14 @@ def test_float32_weights_are_kept_and_drawn_as_their_float64_values():
     rows = sampler.sample(np.random.default_rng(9), 20_000)
     as_float64 = WeightedRows(weights.astype(np.float64), block_rows=64)
     np.testing.assert_array_equal(as_float64.sample(np.random.default_rng(9), 20_000), rows)
+
+
+def test_grouped_rows_of_zero_weight_give_no_rows():
+    """A likelihood that its quadratic expansion matches exactly (a Normal with a known
+    scale) bounds every row by 0: the groups exist, with no weight, and none is drawn."""
+    rows = weighted_rows.GroupedRows(np.zeros(5), np.array([0, 1, 1, -1, 0]), 2)
+    np.testing.assert_array_equal(rows.totals, [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(rows.sizes, [2, 2, 1])
+    idx, groups = rows.sample(np.random.default_rng(0), np.zeros(3, dtype=int))
+    assert idx.size == 0 and groups.size == 0
+    np.testing.assert_array_equal(np.sort(rows.rows_of(np.array([1]))[0]), [1, 2])

@@ -152,6 +152,25 @@ def test_a_hierarchical_model_is_stepped_by_blocks(centred_intercepts):
     np.testing.assert_array_equal(first.posterior["a"].values, again.posterior["a"].values)
 
 
+def test_a_hierarchical_model_matched_exactly_by_its_expansion_draws_no_rows():
+    """A Normal likelihood of known scale is quadratic in the parameters: its second-order
+    expansion is exact, every row's bound is 0, and the groups' row sampler holds no weight
+    (it raised before). The steps then read no row and still move."""
+    rng = np.random.default_rng(11)
+    groups = rng.integers(0, 6, size=400)
+    y = rng.normal(size=6)[groups] + rng.normal(0.0, 0.5, size=400)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        tau = pm.HalfNormal("tau", 1.0)
+        a = pm.Normal("a", mu, tau, shape=6)
+        pm.Normal("y", a[groups], 0.5, observed=y)
+        step = pmm.TunaMH()
+    assert step.group_moves is not None and not np.any(step.bounds.c)
+    stats = sample_stats(_sample(model, step))
+    assert np.all(stats["batch_size"].values == 0)
+    assert 0.2 < stats["group_accept"].values.mean() <= 1.0
+
+
 def test_group_moves_can_be_turned_off(centred_intercepts):
     step = pmm.TunaMH(group_moves=False, model=centred_intercepts)
     assert "group_moves" not in repr(step)
