@@ -84,8 +84,12 @@ row) with the machine, the versions and the command. The committed results
     python benchmarks/peers.py --rows 100000 --dims 50 \
         --json benchmarks/results/peers_N1e5_d50.json
 
-The whole default grid adds d = 50 at 10^6 rows, and ``--design onehot`` the data-frame
-design.
+and the whole default grid from::
+
+    python benchmarks/peers.py --json benchmarks/results/peers_grid.json
+
+``--design onehot`` runs the data-frame design. The grid's wall time is printed at the end
+and recorded as ``grid_s``.
 
 (``pip install -e ".[bench]"`` installs nutpie and numpyro.)
 """
@@ -689,6 +693,7 @@ def main(argv=None):
           "extrapolated): max |mean error| / ref sd, sd / ref sd; * extrapolated in N")
     print(HEADER, flush=True)
     largest_run = {}  # (sampler, d) -> its row at the largest N that ran
+    grid_started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder, ThreadPoolExecutor(args.jobs) as pool:
         cells = [(n_dims, n_rows) for n_dims in args.dims for n_rows in sorted(args.rows)]
         jobs = {}  # (n_dims, n_rows) -> {name: (cost, launch arguments)}
@@ -756,6 +761,9 @@ def main(argv=None):
                 print_row(row)
                 results["runs"].append(row)
                 write_results(args.json, results)
+    results["grid_s"] = time.perf_counter() - grid_started
+    write_results(args.json, results)
+    print(f"the grid took {results['grid_s'] / 60:.1f} minutes", flush=True)
 
 
 if __name__ == "__main__":
