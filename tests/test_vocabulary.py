@@ -100,3 +100,17 @@ def test_former_step_size_of_the_mh_samplers_still_works(make, scale):
     with _normal_model(), pytest.warns(FutureWarning, match="renamed 'proposal_scale'"):
         step = make()
     assert step.initial_proposal_scale == pytest.approx(scale)
+
+
+def test_the_center_of_an_expansion_is_spelled_one_way():
+    """``center`` (of an expansion, a control variate, a proposal) everywhere in the package
+    and its docs; ``centred`` stays the name of a parametrisation. The former argument name
+    ``centre`` survives only where :func:`renamed_arguments` maps it to ``center``."""
+    root = Path(__file__).resolve().parents[1]
+    files = [*(root / "pymc_minibatch").rglob("*.py"), *(root / "docs").rglob("*.md"),
+             root / "README.md"]  # fmt: skip
+    found = [f"{path.relative_to(root)}:{number}"
+             for path in files
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.search(r"\bcentre\b", line) and "renamed_arguments(" not in line]  # fmt: skip
+    assert not found

@@ -120,7 +120,7 @@ def balanced_scale(x, score):
     The geometric mean of two estimates of the target's spread: the sample's standard
     deviation and the inverse root-mean-square score (``E_p[s_j^2]`` is the Fisher
     information). For a Gaussian target and any sample ``N(mu, rho^2 Sigma)`` with the
-    right centre the product ``sd * (1 / rms)`` does not depend on ``rho``, so over- and
+    right center the product ``sd * (1 / rms)`` does not depend on ``rho``, so over- and
     under-dispersed samples (including a collapsed one) are measured with the same kernel
     as exact ones. A coordinate with zero spread uses ``1 / rms``, one with all-zero
     scores uses ``sd``, and one with both uses 1.

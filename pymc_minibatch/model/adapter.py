@@ -27,6 +27,7 @@ from pytensor.graph.rewriting.basic import in2out
 from pytensor.graph.traversal import ancestors
 
 from pymc_minibatch._compat import default_compile_mode
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.exceptions import NonFactorizableError
 from pymc_minibatch.model.dask_passes import BlockFunction, SummedFirstOutput
 from pymc_minibatch.model.graph import build_row_graph
@@ -390,12 +391,13 @@ class MinibatchModel:
         )  # fmt: skip
         return float(value), grad
 
-    def grad_estimate_difference(self, theta, centre, idx, weights=None):
-        """:meth:`grad_estimate` at ``theta`` minus its likelihood part at ``centre``.
+    @renamed_arguments(centre="center")
+    def grad_estimate_difference(self, theta, center, idx, weights=None):
+        """:meth:`grad_estimate` at ``theta`` minus its likelihood part at ``center``.
 
-        ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx) - loglik(centre, idx))``
+        ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx) - loglik(center, idx))``
         and its gradient with respect to ``theta`` minus the likelihood part's gradient at
-        ``centre``, from one call on rows gathered once: the minibatch part of a
+        ``center``, from one call on rows gathered once: the minibatch part of a
         control-variate estimate (see
         :class:`~pymc_minibatch.model.control_variates.ControlVariateGradients`).
 
@@ -413,7 +415,7 @@ class MinibatchModel:
         value, grad = self._call(
             "grad_estimate_difference",
             self._as_theta(theta),
-            self._as_theta(centre),
+            self._as_theta(center),
             self._row_weights(idx, weights),
             *self._rows.gather(idx),
         )
@@ -848,13 +850,13 @@ class MinibatchModel:
                 inputs, outputs = _vectorised_over_theta(inputs, outputs, self.model.check_bounds)
         elif name == "grad_estimate_difference":
             weights = pt.vector("weights", dtype="float64")
-            centre = theta.type("centre")
-            (ll_centre,) = clone_replace([ll], replace={theta: centre})
-            value = self._logprior + (weights * (ll - ll_centre)).sum()
+            center = theta.type("center")
+            (ll_center,) = clone_replace([ll], replace={theta: center})
+            value = self._logprior + (weights * (ll - ll_center)).sum()
             grad = pytensor.grad(self._logprior + (weights * ll).sum(), theta) - pytensor.grad(
-                (weights * ll_centre).sum(), centre
+                (weights * ll_center).sum(), center
             )
-            inputs, outputs = [theta, centre, weights, *rows], [value, grad]
+            inputs, outputs = [theta, center, weights, *rows], [value, grad]
         elif name == "logprior":
             inputs, outputs = [theta], self._logprior
         elif name == "logprior_and_grad":

@@ -1,7 +1,7 @@
 """Control-variate estimates of the log posterior and its gradient for tall data.
 
 Baker, Fearnhead, Fox & Nemeth (2019), "Control variates for stochastic gradient MCMC",
-Statistics and Computing 29: with a centre ``theta_hat`` (the posterior mode) and the
+Statistics and Computing 29: with a center ``theta_hat`` (the posterior mode) and the
 full-data log-likelihood ``L`` and its gradient computed there once,
 
     f_S(theta) = log p0(theta) + L(theta_hat)
@@ -18,12 +18,12 @@ import numpy as np
 
 
 class ControlVariateGradients:
-    """Control-variate estimates around ``centre`` for one point or for many.
+    """Control-variate estimates around ``center`` for one point or for many.
 
     Parameters
     ----------
     minibatch_model : MinibatchModel
-    centre : ndarray
+    center : ndarray
         ``theta_hat``, flat transformed values (usually the Laplace fit's mode). The
         full-data log-likelihood and its gradient there cost one pass over the data.
 
@@ -45,39 +45,39 @@ class ControlVariateGradients:
     True
     """
 
-    def __init__(self, minibatch_model, centre):
+    def __init__(self, minibatch_model, center):
         self.minibatch_model = minibatch_model
-        self.centre = np.asarray(centre, dtype=np.float64)
-        logp, grad = minibatch_model.logp_and_grad(self.centre)
-        self._centre_prior = minibatch_model.logprior_and_grad(self.centre)
-        prior, prior_grad = self._centre_prior
-        self.centre_loglik = logp - prior
-        """Full-data log-likelihood at the centre."""
-        self.centre_grad_loglik = grad - prior_grad
+        self.center = np.asarray(center, dtype=np.float64)
+        logp, grad = minibatch_model.logp_and_grad(self.center)
+        self._center_prior = minibatch_model.logprior_and_grad(self.center)
+        prior, prior_grad = self._center_prior
+        self.center_loglik = logp - prior
+        """Full-data log-likelihood at the center."""
+        self.center_grad_loglik = grad - prior_grad
         """Its gradient, ``sum_i grad l_i(theta_hat)``."""
 
     def __call__(self, theta, idx, weights=None):
         """``(log p estimate, gradient estimate)`` at ``theta`` from rows ``idx`` (with
         ``weights``: each row's weight, for batches not drawn uniformly)."""
         value, grad = self.minibatch_model.grad_estimate_difference(
-            theta, self.centre, idx, weights
+            theta, self.center, idx, weights
         )
-        return value + self.centre_loglik, grad + self.centre_grad_loglik
+        return value + self.center_loglik, grad + self.center_grad_loglik
 
     def particles(self, thetas, idx):
         """The estimates at each row of ``thetas`` (shape ``(M, ndim)``) on the same rows:
-        values ``(M,)`` and gradients ``(M, ndim)``. The centre's minibatch terms are
+        values ``(M,)`` and gradients ``(M, ndim)``. The center's minibatch terms are
         computed once for all particles."""
         mm = self.minibatch_model
         logp, grads = mm.grad_estimate_particles(thetas, idx)
-        centre_logp, centre_grad = mm.grad_estimate(self.centre, idx)
-        # grad_estimate includes the prior at the centre: keep only its likelihood part
-        centre_prior, centre_prior_grad = self._centre_prior
-        centre_loglik = centre_logp - centre_prior
-        centre_grad_loglik = centre_grad - centre_prior_grad
+        center_logp, center_grad = mm.grad_estimate(self.center, idx)
+        # grad_estimate includes the prior at the center: keep only its likelihood part
+        center_prior, center_prior_grad = self._center_prior
+        center_loglik = center_logp - center_prior
+        center_grad_loglik = center_grad - center_prior_grad
         return (
-            logp - centre_loglik + self.centre_loglik,
-            grads - centre_grad_loglik + self.centre_grad_loglik,
+            logp - center_loglik + self.center_loglik,
+            grads - center_grad_loglik + self.center_grad_loglik,
         )
 
 

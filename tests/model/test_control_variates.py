@@ -22,26 +22,26 @@ def logistic():
     return mm, ControlVariateGradients(mm, mm.laplace().mode)
 
 
-def test_the_difference_is_the_estimate_minus_the_centres_likelihood_part(logistic):
+def test_the_difference_is_the_estimate_minus_the_centers_likelihood_part(logistic):
     mm, estimate = logistic
-    theta, centre, rows = np.array([-1.4, 0.7, 0.5]), estimate.centre, np.arange(10, 60)
-    value, grad = mm.grad_estimate_difference(theta, centre, rows)
+    theta, center, rows = np.array([-1.4, 0.7, 0.5]), estimate.center, np.arange(10, 60)
+    value, grad = mm.grad_estimate_difference(theta, center, rows)
     scale = N_ROWS / rows.size
     expected_value = mm.logprior(theta) + scale * (
-        mm.loglik(theta, rows).sum() - mm.loglik(centre, rows).sum()
+        mm.loglik(theta, rows).sum() - mm.loglik(center, rows).sum()
     )
-    expected_grad = mm.grad_estimate(theta, rows)[1] - scale * mm.grad_loglik(centre, rows)
+    expected_grad = mm.grad_estimate(theta, rows)[1] - scale * mm.grad_loglik(center, rows)
     assert value == pytest.approx(expected_value, rel=1e-12)
     np.testing.assert_allclose(grad, expected_grad, rtol=1e-10)
 
 
-def test_at_the_centre_every_batch_gives_the_full_gradient(logistic):
-    """The noise is zero at the centre: the batch terms cancel exactly."""
+def test_at_the_center_every_batch_gives_the_full_gradient(logistic):
+    """The noise is zero at the center: the batch terms cancel exactly."""
     mm, estimate = logistic
-    full_value, full_grad = mm.logp_and_grad(estimate.centre)
+    full_value, full_grad = mm.logp_and_grad(estimate.center)
     for seed in range(5):
         rows = np.random.default_rng(seed).choice(N_ROWS, size=20, replace=False)
-        value, grad = estimate(estimate.centre, rows)
+        value, grad = estimate(estimate.center, rows)
         assert value == pytest.approx(full_value, rel=1e-12)
         np.testing.assert_allclose(grad, full_grad, rtol=1e-9, atol=1e-9)
 
@@ -51,7 +51,7 @@ def test_the_estimate_is_unbiased_away_from_the_centre(logistic):
     posterior and gradient within 4 Monte Carlo standard errors; a plain minibatch estimate
     on the same batches has standard errors several times larger."""
     mm, estimate = logistic
-    theta = estimate.centre + np.array([0.3, -0.2, 0.25])  # several posterior sds away
+    theta = estimate.center + np.array([0.3, -0.2, 0.25])  # several posterior sds away
     full_value, full_grad = mm.logp_and_grad(theta)
     rng = np.random.default_rng(11)
     batches = [rng.choice(N_ROWS, size=20, replace=False) for _ in range(2000)]
@@ -67,7 +67,7 @@ def test_the_estimate_is_unbiased_away_from_the_centre(logistic):
 
 def test_particles_match_one_point_at_a_time(logistic):
     _, estimate = logistic
-    thetas = estimate.centre + np.random.default_rng(2).normal(scale=0.1, size=(4, 3))
+    thetas = estimate.center + np.random.default_rng(2).normal(scale=0.1, size=(4, 3))
     rows = np.arange(100, 180)
     values, grads = estimate.particles(thetas, rows)
     for k, theta in enumerate(thetas):
@@ -88,3 +88,13 @@ def test_auto_is_on_unless_every_batch_holds_all_rows(argument, batch_size, expe
 def test_other_arguments_are_refused(argument):
     with pytest.raises(ValueError, match="control_variates must be"):
         use_control_variates(argument, 10, 100)
+
+
+def test_the_former_spelling_centre_is_accepted_with_a_warning(logistic):
+    mm, _ = logistic
+    theta, rows = np.array([0.2, -0.1, 0.4]), np.arange(20)
+    with pytest.warns(FutureWarning, match="'centre' was renamed 'center'"):
+        former = mm.grad_estimate_difference(theta, centre=np.zeros(3), idx=rows)
+    value, grad = mm.grad_estimate_difference(theta, np.zeros(3), rows)
+    assert former[0] == value
+    np.testing.assert_array_equal(former[1], grad)
