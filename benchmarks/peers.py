@@ -696,7 +696,7 @@ def main(argv=None):
     grid_started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder, ThreadPoolExecutor(args.jobs) as pool:
         cells = [(n_dims, n_rows) for n_dims in args.dims for n_rows in sorted(args.rows)]
-        jobs = {}  # (n_dims, n_rows) -> {name: (cost, launch arguments)}
+        jobs = {}  # (n_dims, n_rows) -> {name: the arguments of its launch}
         for n_dims, n_rows in cells:
             extrapolating = threshold is not None and n_rows >= threshold
             X, y = logistic_data(n_rows, n_dims, args.design)
