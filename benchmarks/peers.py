@@ -724,9 +724,7 @@ def main(argv=None):
             runs = {name: futures[n_dims, n_rows, name].result()
                     for name in jobs[n_dims, n_rows]}  # fmt: skip
             reference_name = "numpyro" if extrapolating else reference_sampler
-            reference_run = runs.pop("numpyro" if extrapolating else "reference", None)
-            if extrapolating and reference_run is not None:
-                runs["numpyro"] = reference_run
+            reference_run = runs.get("numpyro") if extrapolating else runs.pop("reference", None)
             reference = None
             if reference_run is None or "failed" in reference_run:
                 failure = (reference_run or {}).get("failed", "not run")
