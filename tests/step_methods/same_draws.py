@@ -1,13 +1,14 @@
 """Draws of every registered step method at fixed seeds, recorded once to hold a refactor to.
 
 Three small models: a logistic regression, a regression with a free scale (Normal
-likelihood, ``sigma ~ HalfNormal``) and a centred varying-intercept model (8 groups of
-unequal sizes); PoissonMH, which needs bounded supports, runs on the logistic regression
-with a box prior instead. Each step method is built at its defaults (plus the registry's
-required arguments) with ``rng=SEED`` and stepped ``TUNE`` times while tuning, then
-``DRAWS`` times after ``stop_tuning``, from the model's initial point; the recorded draws
-are the raveled points after every step. A step method that refuses a model records the
-error's class instead.
+likelihood, ``sigma ~ HalfNormal``) and a centred varying-intercept model with a free scale
+(8 groups of unequal sizes; with a known scale its rows' likelihood would be exactly
+quadratic, and TunaMH would read no rows); PoissonMH, which needs bounded supports, runs
+on the logistic regression with a box prior instead. Each step method is built at its
+defaults (plus the registry's required arguments) with ``rng=SEED`` and stepped ``TUNE``
+times while tuning, then ``DRAWS`` times after ``stop_tuning``, from the model's initial
+point; the recorded draws are the raveled points after every step. A step method that
+refuses a model records the error's class instead.
 
 Record (before a change that must not alter the draws), from the repository root, in each
 supported environment (the C and numba backends of PyMC 5 and 6 round differently)::
@@ -72,7 +73,8 @@ def build_models():
         tau = pm.HalfNormal("tau", 1.0)
         a = pm.Normal("a", mu, tau, shape=8)
         beta = pm.Normal("beta", 0.0, 2.0, shape=2)
-        pm.Normal("y", a[groups] + X @ beta, 0.7, observed=y_real)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Normal("y", a[groups] + X @ beta, sigma, observed=y_real)
     return {"logistic": logistic, "box": box, "free_scale": free_scale,
             "varying_intercept": varying_intercept}  # fmt: skip
 

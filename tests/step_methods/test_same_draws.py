@@ -2,9 +2,12 @@
 (:mod:`tests.step_methods.same_draws`): a refactor of a transition keeps its random stream
 and its arithmetic, or re-records the fixture and says why.
 
-The draws are compared to 1e-9 relative, not to the bit: the recording machine and the
-test's may round the last bit differently (another CPU's BLAS kernels); a changed random
-stream or a changed decision moves a draw by its posterior's scale.
+The draws are compared to 1e-6 relative (1e-9 absolute), not to the bit: the recording
+machine and the test's may round the last bit differently (another CPU's BLAS kernels), and
+TunaMH's tuning on the free-scale varying-intercept model amplifies such a difference to
+about 1e-9 relative over its 200 steps (measured between PyMC 6 runs that compiled their
+functions in another order); a changed random stream or a changed decision moves a draw by
+its posterior's scale, 1e-2 or more here.
 """
 
 import numpy as np
@@ -39,4 +42,4 @@ def test_the_draws_are_the_recorded_ones(recorded, models, name, model):
         assert got == str(expected)
         return
     assert not isinstance(got, str), got
-    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9)
