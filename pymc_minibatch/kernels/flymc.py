@@ -13,7 +13,7 @@ Dark rows turn bright by a Metropolis proposal made to each with probability ``q
 (accepted with ``min(1, (L/B - 1) / q)``); bright rows are all proposed to turn dark
 (accepted with ``min(1, q / (L/B - 1))``).
 
-One transition (:func:`flymc_step`) is that update of ``z`` followed by a Gaussian random-walk
+One transition (:func:`step`) is that update of ``z`` followed by a Gaussian random-walk
 Metropolis move of ``theta`` given ``z``, whose log acceptance ratio is
 
     log p(theta') - log p(theta) + sum_n [log B_n(theta') - log B_n(theta)]
@@ -141,14 +141,14 @@ class FlyMCTarget(NamedTuple):
     """Log prior density, with transform Jacobians."""
 
 
-class AugmentedState(NamedTuple):
+class State(NamedTuple):
     position: np.ndarray
     """``theta``."""
     bright: np.ndarray
     """Boolean ``z``, one per row."""
 
 
-class FlyMCInfo(NamedTuple):
+class Info(NamedTuple):
     accept: float
     """Acceptance probability ``min(1, r)`` of the ``theta`` proposal (0 when non-finite)."""
     accepted: bool
@@ -173,8 +173,13 @@ def draw_brightness(rng: np.random.Generator, target: FlyMCTarget, position, n_d
     return rng.random(rows.size) < bright_prob
 
 
+def init(rng: np.random.Generator, target: FlyMCTarget, position, n_data: int) -> State:
+    """The chain's state at ``position``, every ``z_n`` drawn from its conditional."""
+    return State(position, draw_brightness(rng, target, position, n_data))
+
+
 def update_brightness(
-    rng: np.random.Generator, target: FlyMCTarget, state: AugmentedState, resample_fraction: float
+    rng: np.random.Generator, target: FlyMCTarget, state: State, resample_fraction: float
 ):
     """The Metropolis update of ``z`` given ``theta``: ``(bright, rows_read)``.
 
@@ -217,14 +222,14 @@ def theta_log_ratio(target: FlyMCTarget, position, proposal, bright_rows):
     return logprior_diff + collapsed_diff + float(np.sum(weight_proposal - weight)), False, False
 
 
-def flymc_step(
+def step(
     rng: np.random.Generator,
-    state: AugmentedState,
+    state: State,
     target: FlyMCTarget,
     resample_fraction: float,
     proposal_scale: float,
     chol=None,
-) -> tuple[AugmentedState, FlyMCInfo]:
+) -> tuple[State, Info]:
     """One FlyMC transition: update ``z`` given ``theta``, then ``theta`` given ``z``.
 
     Each dark row is proposed bright with probability ``resample_fraction``; the ``theta``
@@ -237,16 +242,16 @@ def flymc_step(
     bright, rows_read = update_brightness(rng, target, state, resample_fraction)
     if bright is None:
         n_bright = int(np.count_nonzero(state.bright))
-        return state, FlyMCInfo(0.0, False, False, rows_read, n_bright, True)
+        return state, Info(0.0, False, False, rows_read, n_bright, True)
     bright_rows = np.flatnonzero(bright)
     batch_size = rows_read + bright_rows.size
     proposal = propose(rng, position, proposal_scale, chol)
     log_ratio, nonfinite, violated = theta_log_ratio(target, position, proposal, bright_rows)
     if violated:
-        info = FlyMCInfo(0.0, False, False, batch_size, bright_rows.size, True)
-        return AugmentedState(position, bright), info
+        info = Info(0.0, False, False, batch_size, bright_rows.size, True)
+        return State(position, bright), info
     accepted = (not nonfinite) and bool(np.log(rng.uniform()) < log_ratio)
-    info = FlyMCInfo(
+    info = Info(
         0.0 if nonfinite else log_accept_to_prob(log_ratio),
         accepted,
         nonfinite,
@@ -254,4 +259,4 @@ def flymc_step(
         bright_rows.size,
         False,
     )
-    return AugmentedState(proposal if accepted else position, bright), info
+    return State(proposal if accepted else position, bright), info

@@ -19,9 +19,9 @@ MH chain: its invariant ``theta``-marginal is exactly
 ``eps = n^(lambda - tau)`` and ``s^2`` the variance of the rows' log-likelihoods, i.e. the
 posterior raised to ``1 / T``, ``T = n^(1 - lambda)``, slightly widened.
 
-- :func:`mint_evaluate`: the state at ``theta`` on a fresh batch (the chain's start, and
-  every proposal).
-- :func:`mint_step`: one transition: proposal (Gaussian random walk, or SGLD on the
+- :func:`mint_evaluate`: the state at ``theta`` on a fresh batch (every proposal; the
+  chain's start is :func:`init`).
+- :func:`step`: one transition: proposal (Gaussian random walk, or SGLD on the
   minibatch gradient of the tempered target), its evaluation, :func:`mint_decide`.
 
 CMINT (the cyclic variant, Section 3.2.3 of the paper) multiplies the step size by ``decay``
@@ -70,7 +70,7 @@ def tempering_settings(n_data: int, batch_size: int, alpha: float) -> TemperingS
     )
 
 
-class MintState(NamedTuple):
+class State(NamedTuple):
     position: np.ndarray
     estimate: float
     """``mu_S(theta)``: the mean log-likelihood on the batch drawn when ``theta`` was accepted."""
@@ -80,7 +80,7 @@ class MintState(NamedTuple):
     """Minibatch gradient of the tempered log target at ``theta`` on the same batch (SGLD)."""
 
 
-class MintInfo(NamedTuple):
+class Info(NamedTuple):
     accept: float
     accepted: bool
     nonfinite: bool
@@ -101,11 +101,11 @@ def sgld_log_density(to, start, gradient, step_size: float) -> float:
 
 def mint_decide(
     rng: np.random.Generator,
-    state: MintState,
-    proposal: MintState,
+    state: State,
+    proposal: State,
     scale: float,
     log_proposal_ratio: float = 0.0,
-) -> tuple[MintState, MintInfo]:
+) -> tuple[State, Info]:
     """Accept or reject ``proposal`` (its estimate on a fresh batch); returns the new state.
 
     ``log_proposal_ratio`` is ``log q(theta | theta') - log q(theta' | theta)`` (zero for a
@@ -113,7 +113,7 @@ def mint_decide(
     """
     finite = np.isfinite([proposal.estimate, proposal.prior_term, log_proposal_ratio])
     if not np.all(finite):
-        return state, MintInfo(0.0, False, True)
+        return state, Info(0.0, False, True)
     log_ratio = (
         scale * (proposal.estimate - state.estimate)
         + proposal.prior_term
@@ -121,10 +121,10 @@ def mint_decide(
         + log_proposal_ratio
     )
     if np.isnan(log_ratio):
-        return state, MintInfo(0.0, False, True)
+        return state, Info(0.0, False, True)
     accepted = bool(np.log(rng.uniform()) < log_ratio)
     accept = float(np.exp(min(log_ratio, 0.0)))
-    return (proposal if accepted else state), MintInfo(accept, accepted, False)
+    return (proposal if accepted else state), Info(accept, accepted, False)
 
 
 class MintTarget(NamedTuple):
@@ -169,7 +169,7 @@ def tempered_prior(position, target: MintTarget, config: MintConfig):
 
 def mint_evaluate(
     rng: np.random.Generator, position, target: MintTarget, config: MintConfig
-) -> MintState:
+) -> State:
     """``(theta, mu_S(theta), E(theta), gradient)`` on a fresh batch ``S``.
 
     For ``"sgld"`` the gradient is that of the tempered target on the same batch,
@@ -181,17 +181,22 @@ def mint_evaluate(
     gradient = None
     if config.proposal == "sgld":
         gradient = config.tempering.scale * grad_sum / config.batch_size + prior_grad
-    return MintState(position, float(np.mean(loglik)), prior_term, gradient)
+    return State(position, float(np.mean(loglik)), prior_term, gradient)
 
 
-def mint_step(
+def init(rng: np.random.Generator, position, target: MintTarget, config: MintConfig) -> State:
+    """The chain's state at ``position``: the estimate on a fresh batch, as for a proposal."""
+    return mint_evaluate(rng, position, target, config)
+
+
+def step(
     rng: np.random.Generator,
-    state: MintState,
+    state: State,
     target: MintTarget,
     config: MintConfig,
     proposal_scale: float,
     chol=None,
-) -> tuple[MintState, MintInfo]:
+) -> tuple[State, Info]:
     """One MINT transition from ``state``; returns the new state and the decision.
 
     ``"rw"`` proposes ``theta + proposal_scale * chol @ z``; ``"sgld"`` proposes with

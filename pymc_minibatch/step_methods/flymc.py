@@ -7,12 +7,10 @@ from pytensor.tensor.random.basic import BernoulliRV, LaplaceRV
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
+from pymc_minibatch.kernels import flymc as flymc_kernel
 from pymc_minibatch.kernels.flymc import (
-    AugmentedState,
     FlyMCTarget,
     collapse,
-    draw_brightness,
-    flymc_step,
     jaakkola_jordan,
     laplace_bound,
     log_bound,
@@ -116,10 +114,12 @@ class FlyMC(MetropolisStep):
             mm.loglik, mm.loglik_pair, self._log_bounds, self.collapsed_bound, mm.logprior
         )
         if self.bright is None:
-            self.bright = draw_brightness(self.rng, target, q0.data, mm.n_data)
-        state, info = flymc_step(
+            state = flymc_kernel.init(self.rng, target, q0.data, mm.n_data)
+        else:
+            state = flymc_kernel.State(q0.data, self.bright)
+        state, info = flymc_kernel.step(
             self.rng,
-            AugmentedState(q0.data, self.bright),
+            state,
             target,
             self.resample_fraction,
             self.proposal_scale,

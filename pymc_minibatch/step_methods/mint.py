@@ -6,14 +6,13 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_int
+from pymc_minibatch.kernels import mint as mint_kernel
 from pymc_minibatch.kernels.mint import (
     CyclicSchedule,
     MintConfig,
     MintTarget,
     cyclic_draw,
     cyclic_step_sizes,
-    mint_evaluate,
-    mint_step,
     tempering_settings,
 )
 from pymc_minibatch.kernels.preconditioning import scaled
@@ -205,7 +204,7 @@ class MINT(MetropolisStep):
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
-        new_state, info = mint_step(
+        new_state, info = mint_kernel.step(
             self.rng,
             self._current_state(q0.data),
             self._target(),
@@ -227,7 +226,7 @@ class MINT(MetropolisStep):
         # a fresh batch for the current point
         state = self.recall(theta)
         if state is None:
-            state = mint_evaluate(self.rng, theta.copy(), self._target(), self.config)
+            state = mint_kernel.init(self.rng, theta.copy(), self._target(), self.config)
         return state
 
     def _target(self):

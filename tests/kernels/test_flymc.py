@@ -4,12 +4,11 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
+from pymc_minibatch.kernels import flymc
 from pymc_minibatch.kernels.flymc import (
-    AugmentedState,
     FlyMCTarget,
     collapse,
     draw_brightness,
-    flymc_step,
     geometric_subset,
     jaakkola_jordan,
     laplace_bound,
@@ -122,9 +121,9 @@ def test_transition_leaves_the_joint_target_invariant():
     final, bright_counts, accepted = np.empty(chains), np.zeros(n_data), 0
     for chain, theta in enumerate(np.interp(rng.random(chains), cdf, grid)):
         position = np.array([theta])
-        state = AugmentedState(position, draw_brightness(rng, target, position, n_data))
+        state = flymc.init(rng, target, position, n_data)
         for _ in range(4):
-            state, info = flymc_step(rng, state, target, 0.2, proposal_scale=1.5)
+            state, info = flymc.step(rng, state, target, 0.2, proposal_scale=1.5)
             accepted += info.accepted
         final[chain] = state.position[0]
         bright_counts += state.bright
@@ -162,11 +161,11 @@ def test_rows_evaluated_are_the_candidates_and_bright_rows_then_the_bright_rows(
     target = tiny_logistic(n_data, reads=reads)
     rng = np.random.default_rng(3)
     position = np.array([0.2])
-    state = AugmentedState(position, draw_brightness(rng, target, position, n_data))
+    state = flymc.init(rng, target, position, n_data)
     for _ in range(20):
         reads.clear()
         previous = state.bright
-        state, info = flymc_step(rng, state, target, 0.1, proposal_scale=0.5)
+        state, info = flymc.step(rng, state, target, 0.1, proposal_scale=0.5)
         (_, z_rows), (_, theta_rows) = reads  # one read per update
         dark_candidates = z_rows[~previous[z_rows]]
         assert set(z_rows[previous[z_rows]]) == set(np.flatnonzero(previous))
@@ -188,9 +187,9 @@ def test_a_proposal_outside_the_prior_support_is_rejected_before_reading_rows():
     )
     rng = np.random.default_rng(4)
     position = np.array([0.2])
-    state = AugmentedState(position, draw_brightness(rng, target, position, n_data))
+    state = flymc.init(rng, target, position, n_data)
     reads.clear()
-    new, info = flymc_step(rng, state, target, 0.2, proposal_scale=1.0)
+    new, info = flymc.step(rng, state, target, 0.2, proposal_scale=1.0)
     assert [name for name, _ in reads] == ["loglik"]  # the z-update's read only
     assert info.nonfinite and not info.accepted and info.accept == 0.0
     assert new.position is position
@@ -203,8 +202,8 @@ def test_a_bound_above_the_likelihood_stops_the_transition():
     position = np.array([0.2])
     bright = np.zeros(n_data, dtype=bool)
     raised = target._replace(log_bound=lambda theta, rows: target.loglik(theta, rows) + 1.0)
-    state = AugmentedState(position, bright)
-    new, info = flymc_step(np.random.default_rng(5), state, raised, 1.0, proposal_scale=1.0)
+    state = flymc.State(position, bright)
+    new, info = flymc.step(np.random.default_rng(5), state, raised, 1.0, proposal_scale=1.0)
     assert info.bound_violated and not info.accepted and new.bright is bright
 
     # violated only away from theta, so at the proposal: z is updated, theta is kept
@@ -212,8 +211,8 @@ def test_a_bound_above_the_likelihood_stops_the_transition():
     above_at_proposal = target._replace(
         log_bound=lambda theta, rows: target.log_bound(theta, rows) + 10.0 * (theta != position)
     )
-    state = AugmentedState(position, bright)
-    new, info = flymc_step(
+    state = flymc.State(position, bright)
+    new, info = flymc.step(
         np.random.default_rng(6), state, above_at_proposal, 0.5, proposal_scale=1.0
     )
     assert info.bound_violated and not info.accepted and new.position is position

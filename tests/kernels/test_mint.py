@@ -3,16 +3,15 @@
 import numpy as np
 import pytest
 
+from pymc_minibatch.kernels import mint
 from pymc_minibatch.kernels.mint import (
     MintConfig,
-    MintState,
     MintTarget,
     TemperingSettings,
     cyclic_draw,
     cyclic_step_sizes,
     mint_decide,
     mint_evaluate,
-    mint_step,
     sgld_log_density,
     tempering_settings,
 )
@@ -43,7 +42,7 @@ def test_invalid_tempering_settings_raise(n, m, alpha, message):
 
 
 def _state(estimate, prior=0.0):
-    return MintState(np.zeros(1), estimate, prior, None)
+    return mint.State(np.zeros(1), estimate, prior, None)
 
 
 def test_decision_uses_the_scaled_estimates_and_the_prior_term():
@@ -146,7 +145,7 @@ def test_with_the_full_batch_at_temperature_one_a_random_walk_step_is_plain_mh()
         rng = np.random.default_rng(seed)
         target = _recording_target(proposals)
         state = mint_evaluate(rng, np.array([0.4, -0.8]), target, config)
-        new, info = mint_step(rng, state, target, config, 0.3)
+        new, info = mint.step(rng, state, target, config, 0.3)
         # the same draws by hand: the start's batch, the noise, the proposal's batch, u
         by_hand = np.random.default_rng(seed)
         by_hand.choice(N_ROWS, size=N_ROWS, replace=False)
@@ -173,7 +172,7 @@ def test_with_the_full_batch_at_temperature_one_an_sgld_step_is_mala():
         target = _recording_target(proposals)
         state = mint_evaluate(rng, np.array([0.4, -0.8]), target, config)
         np.testing.assert_allclose(state.gradient, _full_gradient(state.position))
-        _, info = mint_step(rng, state, target, config, scale)
+        _, info = mint.step(rng, state, target, config, scale)
         start, proposal = state.position, proposals[-1]
 
         def log_q(to, frm):
@@ -239,7 +238,7 @@ def test_a_proposal_outside_the_prior_support_is_rejected_and_flagged():
         rng = np.random.default_rng(seed)
         target = _recording_target(proposals, logprior, log_jacobian)
         state = mint_evaluate(rng, np.zeros(2), target, config)
-        new, info = mint_step(rng, state, target, config, 0.5)
+        new, info = mint.step(rng, state, target, config, 0.5)
         outside = proposals[-1][0] > 0.1
         assert info.nonfinite == outside
         if outside:
