@@ -7,7 +7,8 @@ the manner of BlackJAX's ``base.py``. It exports four names:
   algorithm carries: a cached log-density, momenta, thermostats, particles);
 - ``Info``: a ``NamedTuple`` of what a step reports and the next step does not need
   (acceptance probability, rows evaluated, ...);
-- ``init(...) -> State``: the state at a position;
+- ``init(...) -> State``: the state at a position (with the generator first when the
+  state holds random draws: FlyMC's brightness, MINT's first batch);
 - ``step(rng, state, <model callables>, <params>) -> (State, Info)``: one transition. The
   ``numpy.random.Generator`` comes first and is the only source of randomness, so that a
   step is a function of the generator's state and its arguments. The model enters as
@@ -35,9 +36,9 @@ KERNEL_MODULES = ("flymc", "mint")
 
 
 class InitFn(Protocol):
-    """``init(position, ...) -> State``."""
+    """``init(...) -> State``."""
 
-    def __call__(self, position: np.ndarray, *args: Any, **kwargs: Any) -> NamedTuple: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> NamedTuple: ...
 
 
 class StepFn(Protocol):
