@@ -166,6 +166,7 @@ exclude_patterns = [
     "tutorials/*.ipynb",
     STEP_METHOD_SECTIONS,
     "results_tables.py",  # renders tables/, included by the pages
+    "architecture_example.py",  # included piecewise by architecture.md
     "tables",
 ]
 templates_path = ["_templates"]
