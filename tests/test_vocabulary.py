@@ -69,6 +69,7 @@ def test_every_argument_is_in_the_glossary_for_its_sampler(name):
         ),
         (pmm.SGHMC, "friction", "sigma_p"),
         (pmm.SGNHT, "diffusion", "sigma_p"),
+        (pmm.PoissonMH, "lam", "poisson_rate"),
         (pmm.sample_particles, "gamma", "wasserstein_weight"),
         (pmm.sample_particles, "lam", "entropic_reg"),
     ],

@@ -138,8 +138,9 @@ def test_exact_sampler_matches_quadrature(problem, sampler):
 
 @pytest.mark.parametrize("name", sorted(BOUNDED_PROBLEMS))
 def test_poisson_mh_matches_quadrature_on_a_box(name):
-    # lam well below the default L^2 keeps the batch (lam + L) a fraction of N
-    pvalue, mean_error = _worst(BOUNDED_PROBLEMS[name](), lambda: pmm.PoissonMH(lam=100.0), 6000)
+    # poisson_rate well below the default L^2 keeps the batch (poisson_rate + L) a fraction of N
+    factory = lambda: pmm.PoissonMH(poisson_rate=100.0)  # noqa: E731
+    pvalue, mean_error = _worst(BOUNDED_PROBLEMS[name](), factory, 6000)
     assert pvalue > 0.01
     assert mean_error < 4.0
 
