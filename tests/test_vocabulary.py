@@ -70,6 +70,8 @@ def test_every_argument_is_in_the_glossary_for_its_sampler(name):
         (pmm.SGHMC, "friction", "sigma_p"),
         (pmm.SGNHT, "diffusion", "sigma_p"),
         (pmm.PoissonMH, "lam", "poisson_rate"),
+        (pmm.TunaMH, "control_variates", "expansion_order"),
+        (pmm.TFMH, "control_variates", "expansion_order"),
         (pmm.sample_particles, "gamma", "wasserstein_weight"),
         (pmm.sample_particles, "lam", "entropic_reg"),
     ],
