@@ -108,11 +108,15 @@ MULTIWELL_SAMPLERS = {
     "SGNHT": (SGMGTConfig.sgnht(0.1), None),
     "SGMGT (a=1)": (SGMGTConfig.sgmgt(1, 10.0, sigma_p=0.1, gamma=1.0), 100),
     "SGMGT (a=2)": (SGMGTConfig.sgmgt(2, 10.0, sigma_p=0.1, gamma=1.0), 100),
-    "SGMGT-D (a=1)": (SGMGTConfig.sgmgt(1, 10.0, sigma_p=0.1, gamma=1.0, sigma_theta=0.01,
-                                        sigma_xi=0.1), 100),
-    "SGMGT-D (a=2)": (SGMGTConfig.sgmgt(2, 10.0, sigma_p=0.1, gamma=1.0, sigma_theta=0.01,
-                                        sigma_xi=0.1), 100),
-}  # fmt: skip
+    "SGMGT-D (a=1)": (
+        SGMGTConfig.sgmgt(1, 10.0, sigma_p=0.1, gamma=1.0, sigma_theta=0.01, sigma_xi=0.1),
+        100,
+    ),
+    "SGMGT-D (a=2)": (
+        SGMGTConfig.sgmgt(2, 10.0, sigma_p=0.1, gamma=1.0, sigma_theta=0.01, sigma_xi=0.1),
+        100,
+    ),
+}
 STEP_SIZES = (0.05, 0.1, 0.15, 0.2)
 
 SG_METHODS = {

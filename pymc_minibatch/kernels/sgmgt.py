@@ -87,8 +87,9 @@ class SGMGTConfig(NamedTuple):
         -------
         SGMGTConfig
         """
-        return cls(GaussianKinetics(), sigma_theta=0.0, sigma_p=float(sigma_p), sigma_xi=0.0,
-                   gamma=0.0)  # fmt: skip
+        return cls(
+            GaussianKinetics(), sigma_theta=0.0, sigma_p=float(sigma_p), sigma_xi=0.0, gamma=0.0
+        )
 
     @classmethod
     def sgnht(cls, sigma_p):
@@ -109,8 +110,9 @@ class SGMGTConfig(NamedTuple):
         -------
         SGMGTConfig
         """
-        return cls(GaussianKinetics(), sigma_theta=0.0, sigma_p=float(sigma_p), sigma_xi=0.0,
-                   gamma=1.0)  # fmt: skip
+        return cls(
+            GaussianKinetics(), sigma_theta=0.0, sigma_p=float(sigma_p), sigma_xi=0.0, gamma=1.0
+        )
 
     @classmethod
     def sgmgt(cls, a, c, *, sigma_p, gamma, sigma_theta=0.0, sigma_xi=0.0):
@@ -133,8 +135,13 @@ class SGMGTConfig(NamedTuple):
         -------
         SGMGTConfig
         """
-        return cls(make_kinetics(a, c), sigma_theta=float(sigma_theta), sigma_p=float(sigma_p),
-                   sigma_xi=float(sigma_xi), gamma=float(gamma))  # fmt: skip
+        return cls(
+            make_kinetics(a, c),
+            sigma_theta=float(sigma_theta),
+            sigma_p=float(sigma_p),
+            sigma_xi=float(sigma_xi),
+            gamma=float(gamma),
+        )
 
 
 class SGState(NamedTuple):

@@ -81,8 +81,7 @@ class PoissonMH(MetropolisStep):
     }
 
     @renamed_arguments(step_size="proposal_scale", lam="poisson_rate")
-    def __init__(self, vars=None, *, bounds="auto", poisson_rate=None, fallback=True,
-                 **options):  # fmt: skip
+    def __init__(self, vars=None, *, bounds="auto", poisson_rate=None, fallback=True, **options):
         # options: those of MetropolisStep (see the docstring)
         poisson_rate = positive_float("poisson_rate", poisson_rate, allow_none=True)
         super().__init__(vars, **options)

@@ -154,8 +154,10 @@ THERMOSTATS = {
     "SGNHT": (SGMGTConfig.sgnht(1.0), None),
     "SGMGT a=1": (SGMGTConfig.sgmgt(1, 10.0, sigma_p=1.0, gamma=1.0), 100),
     "SGMGT a=2": (SGMGTConfig.sgmgt(2, 10.0, sigma_p=1.0, gamma=1.0), 100),
-    "SGMGT-D a=1": (SGMGTConfig.sgmgt(1, 10.0, sigma_p=1.0, gamma=1.0, sigma_theta=0.01,
-                                      sigma_xi=0.1), 100),  # fmt: skip
+    "SGMGT-D a=1": (
+        SGMGTConfig.sgmgt(1, 10.0, sigma_p=1.0, gamma=1.0, sigma_theta=0.01, sigma_xi=0.1),
+        100,
+    ),
 }
 
 
