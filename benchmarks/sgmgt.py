@@ -98,7 +98,6 @@ from sklearn.model_selection import train_test_split
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.kernels import sgmgt
-from pymc_minibatch.kernels.kinetics import make_kinetics
 from pymc_minibatch.kernels.sgmgt import SGMGTConfig
 
 WELLS = np.arange(-16.0, 16.1, 4.0)
@@ -106,11 +105,17 @@ WELL_SD = 0.5
 GRADIENT_NOISE_VARIANCE = 2.0  # 2B with B = 1
 MULTIWELL_SAMPLERS = {
     # name: (config, resampling period of p and xi)
-    "SGNHT": (SGMGTConfig(make_kinetics(0.5, 1.0), 0.0, 0.1, 0.0, 1.0), None),
-    "SGMGT (a=1)": (SGMGTConfig(make_kinetics(1, 10.0), 0.0, 0.1, 0.0, 1.0), 100),
-    "SGMGT (a=2)": (SGMGTConfig(make_kinetics(2, 10.0), 0.0, 0.1, 0.0, 1.0), 100),
-    "SGMGT-D (a=1)": (SGMGTConfig(make_kinetics(1, 10.0), 0.01, 0.1, 0.1, 1.0), 100),
-    "SGMGT-D (a=2)": (SGMGTConfig(make_kinetics(2, 10.0), 0.01, 0.1, 0.1, 1.0), 100),
+    "SGNHT": (SGMGTConfig.sgnht(0.1), None),
+    "SGMGT (a=1)": (SGMGTConfig.sgmgt(1, 10.0, sigma_p=0.1, gamma=1.0), 100),
+    "SGMGT (a=2)": (SGMGTConfig.sgmgt(2, 10.0, sigma_p=0.1, gamma=1.0), 100),
+    "SGMGT-D (a=1)": (
+        SGMGTConfig.sgmgt(1, 10.0, sigma_p=0.1, gamma=1.0, sigma_theta=0.01, sigma_xi=0.1),
+        100,
+    ),
+    "SGMGT-D (a=2)": (
+        SGMGTConfig.sgmgt(2, 10.0, sigma_p=0.1, gamma=1.0, sigma_theta=0.01, sigma_xi=0.1),
+        100,
+    ),
 }
 STEP_SIZES = (0.05, 0.1, 0.15, 0.2)
 

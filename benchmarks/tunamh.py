@@ -244,8 +244,8 @@ def run_sampler(model, name, tune, draws, initvals, seed, laplace=None):
     else:
         result["accept"] = float(stats["accept"].mean())
         result["rows_per_draw"] = float(stats["batch_size"].mean())
-        if "control_variates" in stats:
-            result["control_variates"] = int(stats["control_variates"].values.max())
+        if "expansion_order" in stats:
+            result["expansion_order"] = int(stats["expansion_order"].values.max())
         if "rho" in stats:
             result["rho"] = float(stats["rho"].values[0, -1])
         if "outside_region" in stats:

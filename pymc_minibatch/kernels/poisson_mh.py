@@ -69,7 +69,7 @@ def bound_excess(loglik: np.ndarray, lower: np.ndarray, spread: np.ndarray) -> f
 def poisson_mh_step(
     rng: np.random.Generator,
     exact_log_ratio: float,
-    lam: float,
+    poisson_rate: float,
     bounds: GlobalRowBounds,
     loglik_current: Callable[[np.ndarray], np.ndarray],
     loglik_proposal: Callable[[np.ndarray], np.ndarray],
@@ -83,9 +83,9 @@ def poisson_mh_step(
     outside the support, where the proposal is rejected without touching the data);
     ``loglik_current(idx)`` / ``loglik_proposal(idx)`` give rows' log-likelihoods at the two
     points; ``full_loglik_diff()`` the full-data difference, used when ``fallback`` and
-    ``lambda + L >= n_data``.
+    ``lambda + L >= n_data``; ``poisson_rate`` is ``lambda``.
     """
-    expected = lam + bounds.total
+    expected = poisson_rate + bounds.total
     if not np.isfinite(exact_log_ratio):
         return PoissonMHInfo(0.0, False, 0, 0, expected, False, True, 0.0)
     if fallback and expected >= n_data:
@@ -100,7 +100,7 @@ def poisson_mh_step(
     idx = bounds.sample(rng, batch_size)
     current = loglik_current(idx)
     excess = bound_excess(current, bounds.lower[idx], bounds.spread[idx])
-    base = lam * bounds.spread[idx] / bounds.total
+    base = poisson_rate * bounds.spread[idx] / bounds.total
     phi = np.clip(current - bounds.lower[idx], 0.0, bounds.spread[idx])
     keep = rng.random(batch_size) * (base + bounds.spread[idx]) < base + phi
     rows, first, counts = np.unique(idx[keep], return_index=True, return_counts=True)

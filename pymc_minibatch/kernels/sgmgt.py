@@ -36,16 +36,112 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_minibatch.kernels.kinetics import GaussianKinetics, MonomialKinetics
+from pymc_minibatch.kernels.kinetics import GaussianKinetics, MonomialKinetics, make_kinetics
 
 
 class SGMGTConfig(NamedTuple):
+    """The coefficients of eq. (15) of Zhang et al. (2017); the classmethods build the
+    special cases the step methods run (:mod:`pymc_minibatch.step_methods.sgmcmc`)."""
+
     kinetics: GaussianKinetics | MonomialKinetics | None
     """``None``: first-order dynamics without momentum (SGLD)."""
     sigma_theta: float
+    """First-order (Langevin) diffusion on ``theta``."""
     sigma_p: float
+    """Momentum diffusion: the constant friction and injected noise."""
     sigma_xi: float
+    """First-order diffusion on the thermostats."""
     gamma: float
+    """The thermostats' coupling (0: no thermostat)."""
+
+    @classmethod
+    def sgld(cls):
+        """Stochastic gradient Langevin dynamics: Welling & Teh (2011), "Bayesian learning
+        via stochastic gradient Langevin dynamics", ICML, eq. (4).
+
+        No momentum and ``sigma_theta = 1/2``, so that :func:`euler_step` is
+        ``theta + (h / 2) g + sqrt(h) z``, their update with step ``eps = h``.
+
+        Returns
+        -------
+        SGMGTConfig
+        """
+        return cls(None, sigma_theta=0.5, sigma_p=0.0, sigma_xi=0.0, gamma=0.0)
+
+    @classmethod
+    def sghmc(cls, sigma_p):
+        """Stochastic gradient Hamiltonian Monte Carlo: Chen, Fox & Guestrin (2014),
+        "Stochastic gradient Hamiltonian Monte Carlo", ICML, eq. (15) with unit mass, no
+        estimate of the gradient noise (``beta_hat = 0``) and friction ``C = sigma_p``
+        (their ``v = h p``, ``eta = h^2``, ``alpha = h C``).
+
+        Eq. (15) of Zhang et al. (2017) with Gaussian kinetics (``a = 1/2``),
+        ``sigma_theta = sigma_xi = 0`` and no thermostat (``gamma = 0``).
+
+        Parameters
+        ----------
+        sigma_p : float
+            The friction ``C``, also the injected noise ``sqrt(2 C h)``.
+
+        Returns
+        -------
+        SGMGTConfig
+        """
+        return cls(
+            GaussianKinetics(), sigma_theta=0.0, sigma_p=float(sigma_p), sigma_xi=0.0, gamma=0.0
+        )
+
+    @classmethod
+    def sgnht(cls, sigma_p):
+        """Stochastic gradient Nosé–Hoover thermostat: Ding et al. (2014), "Bayesian
+        sampling using stochastic gradient thermostats", NeurIPS, Algorithm 1, with one
+        thermostat per coordinate and ``A = sigma_p``.
+
+        Eq. (15) of Zhang et al. (2017) with Gaussian kinetics (``a = 1/2``),
+        ``sigma_theta = sigma_xi = 0`` and ``gamma = 1``: the friction ``sigma_p + xi`` is
+        Ding et al.'s thermostat.
+
+        Parameters
+        ----------
+        sigma_p : float
+            Ding et al.'s ``A``: the injected noise and the thermostat's starting friction.
+
+        Returns
+        -------
+        SGMGTConfig
+        """
+        return cls(
+            GaussianKinetics(), sigma_theta=0.0, sigma_p=float(sigma_p), sigma_xi=0.0, gamma=1.0
+        )
+
+    @classmethod
+    def sgmgt(cls, a, c, *, sigma_p, gamma, sigma_theta=0.0, sigma_xi=0.0):
+        """Stochastic gradient monomial-gamma thermostat: Zhang, Chen, Li, Henao & Carin
+        (2017), "Stochastic gradient monomial Gamma sampler", ICML, eq. (15) with the
+        softened monomial-gamma kinetics ``K_c``.
+
+        With ``sigma_theta = sigma_xi = 0`` it is their SGMGT; with both positive, SGMGT-D.
+
+        Parameters
+        ----------
+        a : {0.5, 1, 2}
+            Monomial parameter (0.5: Gaussian kinetics).
+        c : float
+            Softening of the kinetics.
+        sigma_p, gamma, sigma_theta, sigma_xi : float
+            The coefficients of eq. (15) (the fields of the same names).
+
+        Returns
+        -------
+        SGMGTConfig
+        """
+        return cls(
+            make_kinetics(a, c),
+            sigma_theta=float(sigma_theta),
+            sigma_p=float(sigma_p),
+            sigma_xi=float(sigma_xi),
+            gamma=float(gamma),
+        )
 
 
 class SGState(NamedTuple):

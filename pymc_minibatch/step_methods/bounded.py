@@ -4,6 +4,7 @@ import numpy as np
 from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
+from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_float
 from pymc_minibatch.bounds import BOUND_TOLERANCE, Bounds
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
@@ -71,13 +72,14 @@ class BoundedMinibatchStep(MetropolisStep):
         "batch_size": (np.int64, []),
         "expected_batch_size": (np.float64, []),
         "bound_ratio": (np.float64, []),
-        "control_variates": (np.int64, []),
+        "expansion_order": (np.int64, []),
         "rho": (np.float64, []),
         "outside_region": (bool, []),
     }
     _state_class = BoundedStepState
 
-    def __init__(self, vars=None, *, bounds="auto", control_variates="auto", proposal="auto",
+    @renamed_arguments(control_variates="expansion_order")
+    def __init__(self, vars=None, *, bounds="auto", expansion_order="auto", proposal="auto",
                  rho=None, trust_region=None, proposal_cov="laplace", model=None,
                  **kwargs):  # fmt: skip
         if proposal not in PROPOSALS:
@@ -89,7 +91,7 @@ class BoundedMinibatchStep(MetropolisStep):
         super().__init__(vars, proposal_cov=proposal_cov, model=model, **kwargs)
         mm = self.minibatch_model
         with mm.setup_report.stage("bounds"):
-            self.bounds, self.residuals = resolve_bounds(bounds, mm, control_variates,
+            self.bounds, self.residuals = resolve_bounds(bounds, mm, expansion_order,
                                                          trust_region)  # fmt: skip
         self.metric_indices = self.bounds.metric_indices(mm)
         expansion = getattr(self.residuals, "expansion", None)
@@ -104,7 +106,7 @@ class BoundedMinibatchStep(MetropolisStep):
         if proposal == "pcn":
             if self.residuals.order != 2:
                 raise ValueError(
-                    "proposal='pcn' needs control_variates=2: the pCN move is reversible for "
+                    "proposal='pcn' needs expansion_order=2: the pCN move is reversible for "
                     "the Laplace approximation, and only second-order control variates take "
                     "that approximation out of the subsampled part of the acceptance ratio"
                 )
@@ -119,7 +121,7 @@ class BoundedMinibatchStep(MetropolisStep):
         if self.bounds.region_radius is not None:
             extra += f", trust_region={self.bounds.region_radius:.3g}"
         return (
-            f"{type(self).__name__}(control_variates={self.residuals.order}, "
+            f"{type(self).__name__}(expansion_order={self.residuals.order}, "
             f"proposal={self.proposal!r}{extra})"
         )
 
@@ -170,7 +172,7 @@ class BoundedMinibatchStep(MetropolisStep):
             "batch_size": info.batch_size,
             "expected_batch_size": info.expected_batch_size,
             "bound_ratio": info.bound_ratio,
-            "control_variates": self.residuals.order,
+            "expansion_order": self.residuals.order,
             "rho": self.rho if self.proposal == "pcn" else np.nan,
             "outside_region": not inside,
             **self.info_stats(info),
@@ -269,7 +271,7 @@ class BoundedMinibatchStep(MetropolisStep):
         return {}
 
 
-def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_region=None):
+def resolve_bounds(bounds, minibatch_model, expansion_order="auto", trust_region=None):
     """The bounds and the row terms they hold for.
 
     Parameters
@@ -278,12 +280,13 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_regio
         ``"auto"`` derives them from the model; a :class:`Bounds` is checked against it
         (with a ``center``: first-order residuals around it).
     minibatch_model : MinibatchModel
-    control_variates : {"auto", 0, 1, 2}
-        Order of the Taylor control variates with ``bounds="auto"`` (``True``/``False``
-        mean 1/0). ``"auto"``: 2 where every likelihood has a bounded third derivative
-        (globally, or on a trust region around the mode), the Laplace approximation's
-        curvature is positive definite and the step samples every free variable; else 1
-        where every likelihood has a bounded second derivative; else 0.
+    expansion_order : {"auto", 0, 1, 2}
+        Order of the Taylor expansion around the mode subtracted from each row (the control
+        variates) with ``bounds="auto"`` (``True``/``False`` mean 1/0). ``"auto"``: 2 where
+        every likelihood has a bounded third derivative (globally, or on a trust region
+        around the mode), the Laplace approximation's curvature is positive definite and the
+        step samples every free variable; else 1 where every likelihood has a bounded second
+        derivative; else 0.
     trust_region : float, optional
         Radius ``R`` of the trust region ``||z|| <= R`` in Laplace sds, used where a
         likelihood is bounded only there (default ``sqrt(d) + 10``, ``d`` the coordinates a
@@ -301,7 +304,7 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_regio
             )
         if bounds.order == 2:
             raise ValueError("user bounds for second-order residuals are not supported: use "
-                             "bounds='auto' with control_variates=2")  # fmt: skip
+                             "bounds='auto' with expansion_order=2")  # fmt: skip
         if bounds.order == 1:
             return bounds, FirstOrderResiduals(mm, bounds.center)
         return bounds, PlainRows(mm)
@@ -313,9 +316,9 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_regio
         )
     if not (isinstance(bounds, str) and bounds == "auto"):
         raise TypeError(f"bounds must be 'auto' or a pmm.bounds.Bounds, got {bounds!r}")
-    automatic = isinstance(control_variates, str) and control_variates == "auto"
-    if not automatic and (control_variates not in (0, 1, 2) or isinstance(control_variates, float)):
-        raise ValueError(f"control_variates must be 'auto', 0, 1 or 2, got {control_variates!r}")
+    automatic = isinstance(expansion_order, str) and expansion_order == "auto"
+    if not automatic and (expansion_order not in (0, 1, 2) or isinstance(expansion_order, float)):
+        raise ValueError(f"expansion_order must be 'auto', 0, 1 or 2, got {expansion_order!r}")
     def radius():
         if trust_region is not None:
             return float(trust_region)
@@ -324,22 +327,22 @@ def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_regio
     if needs_row_expansions(mm):
         # no global bound (or a LogNormal): control variates of order 2 or 1, on a trust
         # region where a likelihood needs one
-        if not automatic and control_variates == 0:
+        if not automatic and expansion_order == 0:
             try:
                 linear_predictors(mm)
             except BoundsUnavailableError as error:  # names the likelihood
                 raise BoundsUnavailableError(
-                    f"{error}; or control_variates=2 (the default) or 1, which bound it on a "
+                    f"{error}; or expansion_order=2 (the default) or 1, which bound it on a "
                     "trust region around the mode"
                 ) from None
-        order = (1 if mm.shared else 2) if automatic else int(control_variates)
+        order = (1 if mm.shared else 2) if automatic else int(expansion_order)
         if order == 2:
             return _second_order(mm, radius())
         laplace = mm.laplace()
         bounds = first_order_bounds(mm, laplace, radius())
         return bounds, FirstOrderResiduals(mm, laplace.mode)
     # automatic: refuses unsupported likelihoods
-    order = _automatic_order(mm) if automatic else int(control_variates)
+    order = _automatic_order(mm) if automatic else int(expansion_order)
     if order == 2:
         return _second_order(mm, radius())
     center = mm.laplace().mode if order == 1 else None
@@ -353,7 +356,7 @@ def _second_order(minibatch_model, radius):
     mm = minibatch_model
     if mm.shared:
         raise ValueError(
-            "control_variates=2 needs the step to sample every continuous free variable "
+            "expansion_order=2 needs the step to sample every continuous free variable "
             f"(the expansion is taken at the joint mode); {sorted(mm.shared)} are left out"
         )
     bounds, expansion = second_order_bounds(mm, mm.laplace(), radius)

@@ -36,10 +36,13 @@ class PoissonMH(MetropolisStep):
         ``"auto"`` derives them for logistic, Student-t, Laplace and Cauchy regressions with
         fixed scale whose coefficients have ``Uniform`` priors with fixed limits and
         ``default_transform=None`` (:func:`~pymc_minibatch.model.lipschitz.derive_global_bounds`).
-    lam : float, optional
-        ``lambda > 0``; larger values give acceptance closer to full-data MH at the cost of
-        larger batches. Default ``min(L^2, N / 2)``: Zhang & De Sa (2019) show that
-        ``lambda`` of order ``L^2`` keeps the spectral gap within a constant factor of MH's.
+    poisson_rate : float, optional
+        The Poisson rate ``lambda > 0`` of the auxiliary counts, the part of the expected
+        batch ``lambda + L`` that does not come from the bounds; larger values give
+        acceptance closer to full-data MH at the cost of larger batches. Default
+        ``min(L^2, N / 2)``: Zhang & De Sa (2019) show that ``lambda`` of order ``L^2`` keeps
+        the spectral gap within a constant factor of MH's. Formerly ``lam``, still accepted
+        with a ``FutureWarning``.
     proposal_scale, proposal_cov, target_accept, model
         As for :class:`~pymc_minibatch.FullMH`.
     fallback : bool, default True
@@ -62,7 +65,7 @@ class PoissonMH(MetropolisStep):
     >>> with pm.Model() as model:
     ...     mu = pm.Uniform("mu", 0.5, 0.9, default_transform=None)
     ...     obs = pm.Laplace("y", mu, 1.0, observed=y)
-    ...     step = pmm.PoissonMH(lam=100.0)
+    ...     step = pmm.PoissonMH(poisson_rate=100.0)
     >>> round(step.bounds.total, 3)  # L = sum_i (upper_i - lower_i)
     800.0
     >>> idata = pm.sample(step=step, draws=2000, chains=2, model=model)  # doctest: +SKIP
@@ -77,22 +80,23 @@ class PoissonMH(MetropolisStep):
         "fallback": (bool, []),
     }
 
-    @renamed_arguments(step_size="proposal_scale")
-    def __init__(self, vars=None, *, bounds="auto", lam=None, fallback=True, **options):
+    @renamed_arguments(step_size="proposal_scale", lam="poisson_rate")
+    def __init__(self, vars=None, *, bounds="auto", poisson_rate=None, fallback=True, **options):
         # options: those of MetropolisStep (see the docstring)
-        lam = positive_float("lam", lam, allow_none=True)
+        poisson_rate = positive_float("poisson_rate", poisson_rate, allow_none=True)
         super().__init__(vars, **options)
         n_data = self.minibatch_model.n_data
         self.bounds = _resolve_global_bounds(bounds, self.minibatch_model)
         total = self.bounds.total
-        self.lam = min(total**2, n_data / 2) if lam is None else lam
+        self.poisson_rate = min(total**2, n_data / 2) if poisson_rate is None else poisson_rate
+        """``lambda``, the Poisson rate of the auxiliary counts."""
         self.fallback = bool(fallback)
-        if self.fallback and self.lam + total >= n_data:
+        if self.fallback and self.poisson_rate + total >= n_data:
             warnings.warn(
-                f"PoissonMH: the expected batch lambda + L = {self.lam + total:.4g} is not "
-                f"below N = {n_data}, so every step uses the full data; the global bounds are "
-                "too loose for this model (a narrower support helps; TunaMH needs no global "
-                "bound)",
+                "PoissonMH: the expected batch lambda + L = "
+                f"{self.poisson_rate + total:.4g} is not below N = {n_data}, so every step uses "
+                "the full data; the global bounds are too loose for this model (a narrower "
+                "support helps; TunaMH needs no global bound)",
                 UserWarning,
                 stacklevel=3,  # past the renamed_arguments wrapper: the caller's line
             )
@@ -112,7 +116,7 @@ class PoissonMH(MetropolisStep):
         info = poisson_mh_step(
             self.rng,
             logprior_proposal - logprior_current,
-            self.lam,
+            self.poisson_rate,
             GlobalRowBounds(bounds.lower, bounds.spread, bounds.total,
                             self.queued_rows(lambda: bounds.row_sampler)),  # fmt: skip
             lambda idx: model.loglik(theta, idx),

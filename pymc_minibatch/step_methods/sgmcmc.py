@@ -18,7 +18,6 @@ from pymc_minibatch.answer_check import CheckState, SteinCheck
 from pymc_minibatch.arguments import positive_float, positive_int
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels.batches import checked_batch_size
-from pymc_minibatch.kernels.kinetics import make_kinetics
 from pymc_minibatch.kernels.preconditioning import identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sg_chain import SGSettings, gradient_noise, run, start_chain
@@ -418,8 +417,7 @@ class SGLD(SGMCMC):
     name = "sgld"
 
     def __init__(self, vars=None, *, batch_size, **kwargs):
-        config = SGMGTConfig(None, sigma_theta=0.5, sigma_p=0.0, sigma_xi=0.0, gamma=0.0)
-        super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
+        super().__init__(vars, batch_size=batch_size, config=SGMGTConfig.sgld(), **kwargs)
 
     def default_step_size(self, noise_ratio):
         return 0.2 / (1.0 + noise_ratio)
@@ -461,7 +459,7 @@ class SGHMC(SGMCMC):
     @renamed_arguments(friction="sigma_p")
     def __init__(self, vars=None, *, batch_size, sigma_p=1.0, **kwargs):
         sigma_p = positive_float("sigma_p", sigma_p)
-        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, sigma_p, 0.0, 0.0)
+        config = SGMGTConfig.sghmc(sigma_p)
         super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
 
     def default_step_size(self, noise_ratio):
@@ -509,7 +507,7 @@ class SGNHT(SGMCMC):
     @renamed_arguments(diffusion="sigma_p")
     def __init__(self, vars=None, *, batch_size, sigma_p=1.0, **kwargs):
         sigma_p = positive_float("sigma_p", sigma_p)
-        config = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, sigma_p, 0.0, 1.0)
+        config = SGMGTConfig.sgnht(sigma_p)
         super().__init__(vars, batch_size=batch_size, config=config, **kwargs)
 
     def default_step_size(self, noise_ratio):
@@ -591,8 +589,8 @@ class SGMGT(SGMCMC):
         thermostat_resample_every="auto",
         **kwargs,
     ):
-        config = SGMGTConfig(
-            make_kinetics(a, c), float(sigma_theta), float(sigma_p), float(sigma_xi), float(gamma)
+        config = SGMGTConfig.sgmgt(
+            a, c, sigma_p=sigma_p, gamma=gamma, sigma_theta=sigma_theta, sigma_xi=sigma_xi
         )
         super().__init__(
             vars,

@@ -18,14 +18,16 @@ class TFMH(BoundedMinibatchStep):
     vars : list of variables, optional
     bounds : "auto" or Bounds
         As for :class:`~pymc_minibatch.TunaMH`.
-    control_variates : {"auto", 0, 1, 2}, default "auto"
-        With ``bounds="auto"``: run on the residuals of a Taylor expansion of each row
-        around the posterior mode, which makes this SMH-1 (order 1) or SMH-2 (order 2) of
-        Cornish et al. 2019 ("Scalable Metropolis-Hastings for exact Bayesian inference with
-        large datasets", ICML); order 1 needs bounded second derivatives, order 2 bounded
-        third ones. ``"auto"`` takes the highest available, as :class:`~pymc_minibatch.TunaMH`:
-        with plain bounds the factorised acceptance collapses on tall data (on the zoo's
-        logistic regression with 10^5 rows, 2000 draws had not converged).
+    expansion_order : {"auto", 0, 1, 2}, default "auto"
+        With ``bounds="auto"``: run on the residuals of a Taylor expansion of this order of
+        each row around the posterior mode (the control variates; 0: none), which makes this
+        SMH-1 (order 1) or SMH-2 (order 2) of Cornish et al. 2019 ("Scalable
+        Metropolis-Hastings for exact Bayesian inference with large datasets", ICML); order 1
+        needs bounded second derivatives, order 2 bounded third ones. ``"auto"`` takes the
+        highest available, as :class:`~pymc_minibatch.TunaMH`: with plain bounds the
+        factorised acceptance collapses on tall data (on the zoo's logistic regression with
+        10^5 rows, 2000 draws had not converged). Formerly ``control_variates``, still
+        accepted with a ``FutureWarning``.
     proposal, rho, trust_region
         As for :class:`~pymc_minibatch.TunaMH` (pCN with order 2 by default; a step with a
         point outside the trust region is a full-data step).
@@ -45,7 +47,7 @@ class TFMH(BoundedMinibatchStep):
     Plain bounds, without control variates (here Laplace rows have no second derivative,
     so ``"auto"`` already uses plain bounds):
 
-    >>> step = pmm.TFMH(control_variates=0, model=model)  # doctest: +SKIP
+    >>> step = pmm.TFMH(expansion_order=0, model=model)  # doctest: +SKIP
     """
 
     name = "tfmh"

@@ -50,7 +50,7 @@ class TunaMH(BoundedMinibatchStep):
     Normal likelihood of fixed scale no row is evaluated at all after setup. Otherwise it
     falls back to first-order control variates (SMH-1, batches that stay flat in N) or plain
     Lipschitz bounds (batches that grow like ``sqrt(N)``) with a Gaussian random walk. The
-    repr and the ``control_variates`` and ``rho`` statistics say which path was taken.
+    repr and the ``expansion_order`` and ``rho`` statistics say which path was taken.
 
     Poisson log-linear rows and Normal, LogNormal, Student-t or Cauchy rows with a sampled
     scale have bounded third derivatives only on bounded sets: their bounds hold on a trust
@@ -68,14 +68,15 @@ class TunaMH(BoundedMinibatchStep):
     bounds : "auto" or Bounds
         Per-row constants with ``|U_i(theta) - U_i(theta')| <= c_i M(theta, theta')``.
         ``"auto"`` derives them from the model (see :mod:`pymc_minibatch.model.lipschitz`).
-    control_variates : {"auto", 0, 1, 2}, default "auto"
+    expansion_order : {"auto", 0, 1, 2}, default "auto"
         With ``bounds="auto"``: the order of the Taylor expansion around the posterior mode
-        subtracted from each row (0: none). ``"auto"`` takes the highest the model allows
-        (above). User bounds carry their own ``center`` (order 1).
+        subtracted from each row, the control variates (0: none). ``"auto"`` takes the
+        highest the model allows (above). User bounds carry their own ``center`` (order 1).
+        Formerly ``control_variates``, still accepted with a ``FutureWarning``.
     proposal : {"auto", "rw", "pcn"}, default "auto"
         ``"rw"``: Gaussian random walk with the Laplace covariance and a tuned scale;
         ``"pcn"``: ``theta' = mode + rho (theta - mode) + sqrt(1 - rho^2) L xi``, reversible for
-        the Laplace approximation ``N(mode, L L')``; needs ``control_variates=2``. ``"auto"``:
+        the Laplace approximation ``N(mode, L L')``; needs ``expansion_order=2``. ``"auto"``:
         pCN with order 2, else the random walk.
     rho : float in [0, 1), optional
         pCN correlation (0: independence sampler from the Laplace approximation). ``None``
@@ -149,7 +150,7 @@ class TunaMH(BoundedMinibatchStep):
     ...     idata = pm.sample(step=step, draws=200, tune=200, chains=1,
     ...                       progressbar=False, random_seed=0)
     >>> step
-    TunaMH(control_variates=2, proposal='pcn', rho=tuned)
+    TunaMH(expansion_order=2, proposal='pcn', rho=tuned)
     >>> rows_per_step = float(idata["sample_stats"]["batch_size"].mean())
     >>> rows_per_step < 5000
     True
@@ -176,7 +177,7 @@ class TunaMH(BoundedMinibatchStep):
     }
     _state_class = TunaMHState
 
-    @renamed_arguments(step_size="proposal_scale")
+    @renamed_arguments(step_size="proposal_scale", control_variates="expansion_order")
     def __init__(self, vars=None, *, chi=None, fallback=True, group_moves="auto", **options):
         # options: those of BoundedMinibatchStep and MetropolisStep (see the docstring)
         if not any(group_moves is choice for choice in GROUP_MOVES):
@@ -313,7 +314,7 @@ class TunaMH(BoundedMinibatchStep):
             + (0.0 if shared_info is None else shared_info.expected_batch_size),
             "bound_ratio": max(group.bound_ratio,
                                0.0 if shared_info is None else shared_info.bound_ratio),
-            "control_variates": 2,
+            "expansion_order": 2,
             "rho": self.rho,
             "outside_region": not inside,
             "kept": group.kept + (0 if shared_info is None else shared_info.kept),

@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 
 from pymc_minibatch.kernels import sg_chain
-from pymc_minibatch.kernels.kinetics import make_kinetics
 from pymc_minibatch.kernels.preconditioning import DiagonalPreconditioner, identity_preconditioner
 from pymc_minibatch.kernels.sgmgt import SGMGTConfig
 
-SGLD = SGMGTConfig(None, sigma_theta=0.5, sigma_p=0.0, sigma_xi=0.0, gamma=0.0)
-SGNHT = SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, 1.0, 0.0, 1.0)
-SGMGT = SGMGTConfig(make_kinetics(1, 10.0), 0.0, 1.0, 0.0, 1.0)
+SGLD = SGMGTConfig.sgld()
+SGNHT = SGMGTConfig.sgnht(1.0)
+SGMGT = SGMGTConfig.sgmgt(1, 10.0, sigma_p=1.0, gamma=1.0)
 
 
 def gaussian_estimate(theta, rows):
@@ -80,7 +79,7 @@ def test_sgld_samples_the_gaussian_in_preconditioned_coordinates():
     ("config", "step_size", "sd", "tolerance"),
     [
         (SGLD, 0.2, np.sqrt(1 / (1 - 0.2 / 4)), 0.02),  # the Euler bias, 2.6% in sd
-        (SGMGTConfig(make_kinetics(0.5, np.inf), 0.0, 1.0, 0.0, 0.0), 0.2, 1.0, 0.03),
+        (SGMGTConfig.sghmc(1.0), 0.2, 1.0, 0.03),
         (SGNHT, 0.1, 1.0, 0.05),
         (SGMGT, 0.1, 1.0, 0.05),
     ],

@@ -56,7 +56,7 @@ def test_frozen_thermostat_is_constant_friction():
 def test_a_half_without_first_order_terms_is_sgnht():
     """Ding et al. (2014), Algorithm 1 with one thermostat per coordinate, diffusion A."""
     diffusion, h = 1.3, 0.02
-    config = SGMGTConfig(make_kinetics(0.5, 1.0), 0.0, diffusion, 0.0, 1.0)
+    config = SGMGTConfig.sgnht(diffusion)
     rng_kernel, rng_reference = np.random.default_rng(7), np.random.default_rng(7)
     state = SGState(STATE.position, STATE.momentum, STATE.thermostat - diffusion)
     # the reference thermostat is A + xi
@@ -75,7 +75,7 @@ def test_a_half_without_first_order_terms_is_sgnht():
 def test_gaussian_kinetics_without_thermostat_is_sghmc():
     """Chen et al. (2014), eq. (15): v = h p, eta = h^2, alpha = h C, beta_hat = 0."""
     friction, h = 0.7, 0.05
-    config = SGMGTConfig(make_kinetics(0.5, 1.0), 0.0, friction, 0.0, 0.0)
+    config = SGMGTConfig.sghmc(friction)
     rng_kernel, rng_reference = np.random.default_rng(2), np.random.default_rng(2)
     state = STATE
     theta, v = STATE.position, h * STATE.momentum
@@ -96,7 +96,7 @@ def test_gaussian_kinetics_without_thermostat_is_sghmc():
 def test_first_order_dynamics_is_sgld():
     """Welling & Teh (2011): theta += (eps / 2) g + N(0, eps), i.e. sigma_theta = 1/2, h = eps."""
     eps = 0.01
-    config = SGMGTConfig(None, 0.5, 0.0, 0.0, 0.0)
+    config = SGMGTConfig.sgld()
     rng_kernel, rng_reference = np.random.default_rng(5), np.random.default_rng(5)
     state = sgmgt.init_state(rng_kernel, STATE.position, config)
     theta = STATE.position
@@ -108,7 +108,7 @@ def test_first_order_dynamics_is_sgld():
 
 
 def test_resampling_draws_from_the_marginals():
-    config = SGMGTConfig(make_kinetics(2, 3.0), 0.0, 1.0, 0.0, 1.0)
+    config = SGMGTConfig.sgmgt(2, 3.0, sigma_p=1.0, gamma=1.0)
     state, rate = sgmgt.resample_momentum(np.random.default_rng(4), STATE, config)
     expected = config.kinetics.sample(np.random.default_rng(4), (2,))
     np.testing.assert_array_equal(state.momentum, expected.momentum)
@@ -116,6 +116,24 @@ def test_resampling_draws_from_the_marginals():
     np.testing.assert_array_equal(state.position, STATE.position)
     state = sgmgt.resample_thermostat(np.random.default_rng(4), STATE)
     np.testing.assert_array_equal(state.thermostat, np.random.default_rng(4).standard_normal(2))
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        (SGMGTConfig.sgld(), (None, 0.5, 0.0, 0.0, 0.0)),
+        (SGMGTConfig.sghmc(0.7), (0.5, 0.0, 0.7, 0.0, 0.0)),
+        (SGMGTConfig.sgnht(1.3), (0.5, 0.0, 1.3, 0.0, 1.0)),
+        (SGMGTConfig.sgmgt(2, 10.0, sigma_p=0.4, gamma=1.5), (2, 0.0, 0.4, 0.0, 1.5)),
+        (SGMGTConfig.sgmgt(1, 10.0, sigma_p=1.0, gamma=1.0, sigma_theta=0.01, sigma_xi=0.1),
+         (1, 0.01, 1.0, 0.1, 1.0)),
+    ],
+)  # fmt: skip
+def test_presets_set_the_coefficients_of_their_papers(preset, expected):
+    """Monomial parameter ``a`` (or no momentum), sigma_theta, sigma_p, sigma_xi, gamma."""
+    a = None if preset.kinetics is None else preset.kinetics.a
+    assert (a, *preset[1:]) == expected
+    sgmgt.validate_config(preset)
 
 
 @pytest.mark.parametrize(
@@ -133,10 +151,13 @@ def test_invalid_configurations_raise(config):
 
 
 THERMOSTATS = {
-    "SGNHT": (SGMGTConfig(make_kinetics(0.5, 1.0), 0.0, 1.0, 0.0, 1.0), None),
-    "SGMGT a=1": (SGMGTConfig(make_kinetics(1, 10.0), 0.0, 1.0, 0.0, 1.0), 100),
-    "SGMGT a=2": (SGMGTConfig(make_kinetics(2, 10.0), 0.0, 1.0, 0.0, 1.0), 100),
-    "SGMGT-D a=1": (SGMGTConfig(make_kinetics(1, 10.0), 0.01, 1.0, 0.1, 1.0), 100),
+    "SGNHT": (SGMGTConfig.sgnht(1.0), None),
+    "SGMGT a=1": (SGMGTConfig.sgmgt(1, 10.0, sigma_p=1.0, gamma=1.0), 100),
+    "SGMGT a=2": (SGMGTConfig.sgmgt(2, 10.0, sigma_p=1.0, gamma=1.0), 100),
+    "SGMGT-D a=1": (
+        SGMGTConfig.sgmgt(1, 10.0, sigma_p=1.0, gamma=1.0, sigma_theta=0.01, sigma_xi=0.1),
+        100,
+    ),
 }
 
 
@@ -197,6 +218,6 @@ def wells_visited(config, period, seed, steps=40_000, h=0.15):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sgmgtd_a2_visits_more_wells_than_sgnht(seed):
-    sgnht = SGMGTConfig(make_kinetics(0.5, 1.0), 0.0, 0.1, 0.0, 1.0)
-    sgmgtd = SGMGTConfig(make_kinetics(2, 10.0), 0.01, 0.1, 0.1, 1.0)
+    sgnht = SGMGTConfig.sgnht(0.1)
+    sgmgtd = SGMGTConfig.sgmgt(2, 10.0, sigma_p=0.1, gamma=1.0, sigma_theta=0.01, sigma_xi=0.1)
     assert wells_visited(sgmgtd, 100, seed) > wells_visited(sgnht, None, seed)

@@ -133,8 +133,8 @@ def test_poisson_rows_have_bounds_only_on_a_trust_region():
     with pm.Model():
         pm.Poisson("y", pm.math.exp(X @ pm.Normal("b", 0, 1, shape=3)), observed=Y_INT)
         with pytest.raises(pmm.BoundsUnavailableError, match="PoissonRV.*trust region"):
-            pmm.TunaMH(control_variates=0)
-        assert pmm.TunaMH(control_variates=1).bounds.region_radius is not None
+            pmm.TunaMH(expansion_order=0)
+        assert pmm.TunaMH(expansion_order=1).bounds.region_radius is not None
         step = pmm.TunaMH()
     assert step.bounds.region_radius == pytest.approx(np.sqrt(3) + 10)
     assert "trust_region=11.7" in repr(step)
@@ -169,7 +169,7 @@ def test_normal_likelihood_needs_control_variates():
     with pm.Model():
         pm.Normal("y", X @ pm.Normal("b", 0, 1, shape=3), 1.0, observed=Y_REAL)
         with pytest.raises(pmm.BoundsUnavailableError, match="'y' .NormalRV. has no bounded first"):
-            pmm.TunaMH(control_variates=0)
+            pmm.TunaMH(expansion_order=0)
     with pm.Model():
         b = pm.Uniform("b", -1, 1, shape=3, default_transform=None)
         pm.Normal("y", X @ b, 1.0, observed=Y_REAL)

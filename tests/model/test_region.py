@@ -105,7 +105,7 @@ def test_lognormal_with_a_fixed_scale_needs_no_region():
     with lognormal_fixed_scale():
         step = pmm.TunaMH()
     assert step.bounds.region_radius is None and step.bounds.total == 0.0
-    assert repr(step) == "TunaMH(control_variates=2, proposal='pcn', rho=tuned)"
+    assert repr(step) == "TunaMH(expansion_order=2, proposal='pcn', rho=tuned)"
 
 
 BUILDERS = [normal_scale, heteroscedastic, poisson, lognormal, robust, cauchy,
@@ -127,7 +127,7 @@ def test_bounds_hold_for_every_row_inside_the_region(build, order):
     row: ``|r_i(theta') - r_i(theta)| <= c_i M(theta, theta')`` for the residuals of order 1
     (Taylor metric) and 2 (cubic metric)."""
     with build():
-        step = pmm.TunaMH(control_variates=order)
+        step = pmm.TunaMH(expansion_order=order)
     bounds, residuals = step.bounds, step.residuals
     assert bounds.order == order
     structure = step.minibatch_model.structure()

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 SAMPLERS = {
     "FullMH": (lambda: pmm.FullMH(), 6000),
     "TunaMH": (lambda: pmm.TunaMH(), 6000),
-    "TFMH": (lambda: pmm.TFMH(control_variates=0), 60000),
+    "TFMH": (lambda: pmm.TFMH(expansion_order=0), 60000),
     "FlyMC": (lambda: pmm.FlyMC(), 6000),
 }
 TUNE, CHAINS = 1000, 2
@@ -138,8 +138,9 @@ def test_exact_sampler_matches_quadrature(problem, sampler):
 
 @pytest.mark.parametrize("name", sorted(BOUNDED_PROBLEMS))
 def test_poisson_mh_matches_quadrature_on_a_box(name):
-    # lam well below the default L^2 keeps the batch (lam + L) a fraction of N
-    pvalue, mean_error = _worst(BOUNDED_PROBLEMS[name](), lambda: pmm.PoissonMH(lam=100.0), 6000)
+    # poisson_rate well below the default L^2 keeps the batch (poisson_rate + L) a fraction of N
+    factory = lambda: pmm.PoissonMH(poisson_rate=100.0)  # noqa: E731
+    pvalue, mean_error = _worst(BOUNDED_PROBLEMS[name](), factory, 6000)
     assert pvalue > 0.01
     assert mean_error < 4.0
 
@@ -151,7 +152,7 @@ def test_smh_matches_quadrature_on_logistic():
     # seeds 1-8 was 0.43, 0.0098, 0.0028, 0.24, 0.18, 0.11, 0.38, 0.090 (mean errors below
     # 2.1 MCSE throughout; before, over seeds 1-7, from 0.003 to 0.39). A seed near the median.
     pvalue, mean_error = _worst(
-        _logistic_problem(), lambda: pmm.TFMH(control_variates=1), 6000, seed=5
+        _logistic_problem(), lambda: pmm.TFMH(expansion_order=1), 6000, seed=5
     )
     assert pvalue > 0.01
     assert mean_error < 4.0
@@ -170,7 +171,7 @@ SECOND_ORDER_SEEDS = {("logistic", 0.5): 5}
 def test_second_order_pcn_matches_quadrature(name, rho):
     """TunaMH on second-order residuals with a pCN proposal (rho = 0: the independence
     sampler from the Laplace approximation)."""
-    factory = lambda: pmm.TunaMH(control_variates=2, proposal="pcn", rho=rho)  # noqa: E731
+    factory = lambda: pmm.TunaMH(expansion_order=2, proposal="pcn", rho=rho)  # noqa: E731
     seed = SECOND_ORDER_SEEDS.get((name, rho), 1)
     pvalue, mean_error = _worst(SECOND_ORDER_PROBLEMS[name](), factory, 6000, seed=seed)
     assert pvalue > 0.01
@@ -179,7 +180,7 @@ def test_second_order_pcn_matches_quadrature(name, rho):
 
 def test_smh2_matches_quadrature_on_student_t():
     """TFMH on second-order residuals (SMH-2) with the random walk."""
-    factory = lambda: pmm.TFMH(control_variates=2, proposal="rw")  # noqa: E731
+    factory = lambda: pmm.TFMH(expansion_order=2, proposal="rw")  # noqa: E731
     # seed 5: with rows drawn ahead in two levels (issue 19) the smallest KS p-value over
     # seeds 1-8 was 0.0013, 0.30, 0.28, 0.025, 0.14, 0.24, 0.044, 0.17 (PyMC 5); Walker's alias
     # table before gave 0.31, 0.57, 0.21, 0.094, 0.27, 0.41, 0.041, 0.067 (Mann-Whitney p = 0.28
@@ -194,7 +195,7 @@ def test_second_order_without_the_quadratic_row_term_fails(monkeypatch):
     part keeps it (the bound check, which would stop such a run, is switched off)."""
     monkeypatch.setattr(bounded, "BOUND_TOLERANCE", np.inf)
     monkeypatch.setattr(SecondOrderExpansion, "residual_pair", _linear_residual_pair)
-    factory = lambda: pmm.TunaMH(control_variates=2, proposal="pcn", rho=0.0)  # noqa: E731
+    factory = lambda: pmm.TunaMH(expansion_order=2, proposal="pcn", rho=0.0)  # noqa: E731
     # 20,000 draws: at 6,000 (rows drawn ahead in two levels, issue 19) the KS p-value over
     # seeds 1-8 was 0.0044, 0.0050, 9e-5, 2e-4, 0.0011, 0.020, 0.11, 0.0027 (two of eight
     # passed; PyMC 5), at 20,000 over seeds 1-5 from 1e-8 to 5e-5

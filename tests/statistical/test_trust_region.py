@@ -123,7 +123,7 @@ def test_first_order_on_a_trust_region_matches_quadrature(name):
     # over seeds 1-8 was 0.0066, 0.76, 0.28, 0.32, 0.19, 0.29, 0.14, 0.064 (PyMC 5; mean errors
     # below 2.6 MCSE throughout). A seed near the study's median.
     seed = {"poisson": 3}.get(name, 1)
-    factory = lambda: pmm.TunaMH(control_variates=1)  # noqa: E731
+    factory = lambda: pmm.TunaMH(expansion_order=1)  # noqa: E731
     pvalue, mean_error = _worst(PROBLEMS[name](), factory, DRAWS, seed=seed)
     assert pvalue > 0.01
     assert mean_error < 4.0

@@ -77,9 +77,9 @@ def test_unbounded_or_transformed_support_raises(prior):
 
 def test_bad_hyperparameters_and_user_bounds_raise(boxed_logistic):
     with boxed_logistic:
-        for lam in (0.0, -1.0, np.inf):
-            with pytest.raises(ValueError, match="lam"):
-                pmm.PoissonMH(lam=lam)
+        for rate in (0.0, -1.0, np.inf):
+            with pytest.raises(ValueError, match="poisson_rate"):
+                pmm.PoissonMH(poisson_rate=rate)
         with pytest.raises(ValueError, match="3000 rows"):
             pmm.PoissonMH(bounds=pmm.bounds.GlobalBounds(np.zeros(10), np.ones(10)))
         with pytest.raises(TypeError, match="GlobalBounds"):
@@ -90,10 +90,19 @@ def test_bad_hyperparameters_and_user_bounds_raise(boxed_logistic):
         pmm.bounds.GlobalBounds(-np.inf, 0.0)
 
 
+def test_the_former_name_lam_still_works(boxed_logistic):
+    with boxed_logistic:
+        with pytest.warns(FutureWarning, match="'lam' was renamed 'poisson_rate'"):
+            step = pmm.PoissonMH(lam=50.0)
+        assert step.poisson_rate == 50.0
+        with pytest.raises(TypeError, match="pass 'poisson_rate' only"):
+            pmm.PoissonMH(lam=50.0, poisson_rate=50.0)
+
+
 def test_too_narrow_user_bounds_raise_violation(boxed_logistic):
     with boxed_logistic:
         # log p(y_i) <= 0 always, but is far below -0.5 for some rows
-        step = pmm.PoissonMH(bounds=pmm.bounds.GlobalBounds(-0.5, 0.0), lam=50.0, rng=1)
+        step = pmm.PoissonMH(bounds=pmm.bounds.GlobalBounds(-0.5, 0.0), poisson_rate=50.0, rng=1)
         point = boxed_logistic.initial_point()
         with pytest.raises(pmm.BoundViolationError, match="left its global bounds"):
             for _ in range(20):
@@ -102,7 +111,7 @@ def test_too_narrow_user_bounds_raise_violation(boxed_logistic):
 
 def test_stats_batch_sizes_and_support(boxed_logistic):
     with boxed_logistic:
-        step = pmm.PoissonMH(lam=300.0)
+        step = pmm.PoissonMH(poisson_rate=300.0)
         idata = pm.sample(
             step=step, draws=300, tune=300, chains=2, random_seed=3, cores=1,
             progressbar=False, compute_convergence_checks=False,
@@ -138,7 +147,7 @@ def test_loose_bounds_warn_and_fall_back_to_full_data():
 
 def test_log_prior_of_the_current_point_is_reused(boxed_logistic):
     with boxed_logistic:
-        step = pmm.PoissonMH(lam=300.0, rng=4)
+        step = pmm.PoissonMH(poisson_rate=300.0, rng=4)
     step.tune = False
     evaluated, original = [], step.minibatch_model.logprior
     step.minibatch_model.logprior = lambda theta: evaluated.append(theta) or original(theta)

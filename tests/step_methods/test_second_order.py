@@ -66,7 +66,7 @@ def test_second_order_bounds_hold_far_from_the_mode(build, distance):
     """|r_i(theta') - r_i(theta)| <= c_i M(theta, theta') on every row, at point pairs up to
     30 Laplace sds from the mode (where the residuals are far from small)."""
     with build():
-        step = pmm.TunaMH(control_variates=2)
+        step = pmm.TunaMH(expansion_order=2)
     mm, residuals, bounds = step.minibatch_model, step.residuals, step.bounds
     rows = np.arange(mm.n_data)
     rng = np.random.default_rng(0)
@@ -85,7 +85,7 @@ def test_second_order_bounds_hold_far_from_the_mode(build, distance):
 
 def test_residuals_vanish_to_second_order_at_the_mode():
     with logistic():
-        step = pmm.TunaMH(control_variates=2)
+        step = pmm.TunaMH(expansion_order=2)
     center, residuals = step.bounds.center, step.residuals
     rows = np.arange(500)
     direction = np.random.default_rng(1).normal(size=center.size)
@@ -99,7 +99,7 @@ def test_residuals_vanish_to_second_order_at_the_mode():
 
 def test_the_expansions_values_kept_between_steps_are_those_of_their_point():
     with logistic():
-        step = pmm.TunaMH(control_variates=2)
+        step = pmm.TunaMH(expansion_order=2)
     residuals, expansion = step.residuals, step.residuals.expansion
     rng = np.random.default_rng(2)
     points = [expansion.center + rng.normal(scale=0.1, size=expansion.center.size)
@@ -128,7 +128,7 @@ def test_one_pass_gives_the_bounds_and_sums_of_the_rows_expansions(block_rows, m
     monkeypatch.setattr(expansions, "SUB_BLOCK_ROWS", min(block_rows, 32))
     model = logistic()
     with model:
-        step = pmm.TunaMH(control_variates=2)
+        step = pmm.TunaMH(expansion_order=2)
     expansion, bounds = step.residuals.expansion, step.bounds
     rows = np.column_stack([np.ones(500), X])  # d eta / d (alpha, beta)
     y = model.rvs_to_values[model["y"]].data  # the observed values, a constant
@@ -153,18 +153,28 @@ def test_one_pass_gives_the_bounds_and_sums_of_the_rows_expansions(block_rows, m
 def test_automatic_choice_and_its_report():
     with logistic():
         step = pmm.TunaMH()
-    assert repr(step) == "TunaMH(control_variates=2, proposal='pcn', rho=tuned)"
+    assert repr(step) == "TunaMH(expansion_order=2, proposal='pcn', rho=tuned)"
     y = RNG.laplace(size=500)
     with pm.Model():
         mu = pm.Normal("mu", 0, 5)
         pm.Laplace("y", mu, 1.0, observed=y)
         plain = pmm.TunaMH()
-    assert repr(plain) == "TunaMH(control_variates=0, proposal='rw')"
+    assert repr(plain) == "TunaMH(expansion_order=0, proposal='rw')"
     with student_t():
-        smh1 = pmm.TFMH(control_variates=1)
-        smh2 = pmm.TFMH(control_variates=2, rho=0.5)
-    assert repr(smh2) == "TFMH(control_variates=2, proposal='pcn', rho=0.5)"
+        smh1 = pmm.TFMH(expansion_order=1)
+        smh2 = pmm.TFMH(expansion_order=2, rho=0.5)
+    assert repr(smh2) == "TFMH(expansion_order=2, proposal='pcn', rho=0.5)"
     assert smh1.residuals.order == 1
+
+
+@pytest.mark.parametrize("sampler", [pmm.TunaMH, pmm.TFMH])
+def test_the_former_name_control_variates_still_works(sampler):
+    with student_t():
+        with pytest.warns(FutureWarning, match="'control_variates' was renamed 'expansion_order'"):
+            step = sampler(control_variates=1)
+        assert step.residuals.order == 1
+        with pytest.raises(TypeError, match="pass 'expansion_order' only"):
+            sampler(control_variates=1, expansion_order=1)
 
 
 def test_rho_is_tuned_among_the_candidates_and_reported():
@@ -177,7 +187,7 @@ def test_rho_is_tuned_among_the_candidates_and_reported():
     rho = stats_["rho"].values.ravel()
     assert np.all(rho == rho[0]) and rho[0] in RHO_CANDIDATES
     assert np.allclose(stats_["proposal_scale"].values, np.sqrt(1 - rho[0] ** 2))
-    assert np.all(stats_["control_variates"].values == 2)
+    assert np.all(stats_["expansion_order"].values == 2)
     # near its Laplace approximation the posterior is proposed almost exactly
     assert float(stats_["accept"].mean()) > 0.8
 
@@ -207,9 +217,9 @@ def test_normal_likelihood_with_fixed_scale_never_evaluates_a_row():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"control_variates": 1, "proposal": "pcn"}, "proposal='pcn' needs control_variates=2"),
-        ({"control_variates": 3}, "control_variates must be"),
-        ({"control_variates": 1.0}, "control_variates must be"),
+        ({"expansion_order": 1, "proposal": "pcn"}, "proposal='pcn' needs expansion_order=2"),
+        ({"expansion_order": 3}, "expansion_order must be"),
+        ({"expansion_order": 1.0}, "expansion_order must be"),
         ({"proposal": "mala"}, "proposal must be one of"),
         ({"rho": 1.0}, "rho must lie in"),
         ({"rho": -0.1}, "rho must lie in"),
@@ -226,7 +236,7 @@ def test_second_order_refuses_a_likelihood_with_a_kink():
         mu = pm.Normal("mu", 0, 5)
         pm.Laplace("y", mu, 1.0, observed=RNG.laplace(size=100))
         with pytest.raises(pmm.BoundsUnavailableError, match="'y' .LaplaceRV. has no bounded"):
-            pmm.TunaMH(control_variates=2)
+            pmm.TunaMH(expansion_order=2)
 
 
 def _bimodal_problem():
@@ -254,8 +264,8 @@ def _bimodal_problem():
 @pytest.mark.parametrize(
     ("kwargs", "seed"),
     [
-        ({"control_variates": 2, "proposal": "pcn"}, 6),
-        ({"control_variates": 0, "proposal": "rw"}, 2),
+        ({"expansion_order": 2, "proposal": "pcn"}, 6),
+        ({"expansion_order": 0, "proposal": "rw"}, 2),
     ],
 )
 def test_both_paths_are_exact_on_a_bimodal_posterior(kwargs, seed):

@@ -77,7 +77,7 @@ def test_nonfinite_proposals_are_rejected_and_counted(sampler):
         pm.Potential("wall", pt.switch(beta[0] < 1.0, -np.inf, 0.0))
         pm.Bernoulli("y", logit_p=X @ beta, observed=Y)
         # the initial point is behind the wall: no mode search, PyMC's start and scale
-        step = sampler(proposal_scale=0.05, proposal_cov=None, control_variates=0, rng=1)
+        step = sampler(proposal_scale=0.05, proposal_cov=None, expansion_order=0, rng=1)
         step.tune = False
         point = {"beta": np.array([1.02, -0.5])}
         flags = []
