@@ -66,9 +66,9 @@ def laplace_bound(xi, y, scale):
     )
 
 
-def log_bound(bound: QuadraticBound, eta, rows):
-    """``log B_n`` at rows ``rows`` with linear predictor values ``eta``."""
-    return bound.a[rows] * eta**2 + bound.b[rows] * eta + bound.c[rows]
+def log_bound(bound: QuadraticBound, eta, idx):
+    """``log B_n`` at the rows of indices ``idx`` with linear predictor values ``eta``."""
+    return bound.a[idx] * eta**2 + bound.b[idx] * eta + bound.c[idx]
 
 
 class CollapsedBound(NamedTuple):
@@ -127,14 +127,14 @@ def flip_decisions(rng, log_weight_dark, log_weight_bright, q):
 
 
 class FlyMCTarget(NamedTuple):
-    """What a FlyMC transition evaluates, at parameters ``theta`` and row indices ``rows``."""
+    """What a FlyMC transition evaluates, at parameters ``theta`` and row indices ``idx``."""
 
     loglik: Callable[[np.ndarray, np.ndarray], np.ndarray]
-    """``log L_n(theta)`` for ``n`` in ``rows``."""
+    """``log L_n(theta)`` for ``n`` in ``idx``."""
     loglik_pair: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-    """``(loglik(theta, rows), loglik(theta2, rows))`` from one evaluation."""
+    """``(loglik(theta, idx), loglik(theta2, idx))`` from one evaluation."""
     log_bound: Callable[[np.ndarray, np.ndarray], np.ndarray]
-    """``log B_n(theta)`` for ``n`` in ``rows``."""
+    """``log B_n(theta)`` for ``n`` in ``idx``."""
     collapsed_log_bound: Callable[[np.ndarray], float]
     """``sum_n log B_n(theta)`` over all rows (a :class:`CollapsedBound`)."""
     logprior: Callable[[np.ndarray], float]
@@ -167,10 +167,10 @@ class Info(NamedTuple):
 
 def draw_brightness(rng: np.random.Generator, target: FlyMCTarget, position, n_data: int):
     """Every ``z_n`` from its conditional: bright with probability ``1 - B_n / L_n``."""
-    rows = np.arange(n_data)
-    loglik = target.loglik(position, rows)
-    bright_prob = -np.expm1(target.log_bound(position, rows) - loglik)
-    return rng.random(rows.size) < bright_prob
+    idx = np.arange(n_data)
+    loglik = target.loglik(position, idx)
+    bright_prob = -np.expm1(target.log_bound(position, idx) - loglik)
+    return rng.random(idx.size) < bright_prob
 
 
 def init(rng: np.random.Generator, target: FlyMCTarget, position, n_data: int) -> State:
@@ -188,18 +188,18 @@ def update_brightness(
     bright_rows = np.flatnonzero(state.bright)
     candidates = geometric_subset(rng, state.bright.size, resample_fraction)
     candidates = candidates[~state.bright[candidates]]
-    rows = np.concatenate([candidates, bright_rows])
-    loglik = target.loglik(state.position, rows)
-    weights = log_bright_weight(loglik, target.log_bound(state.position, rows))
+    idx = np.concatenate([candidates, bright_rows])
+    loglik = target.loglik(state.position, idx)
+    weights = log_bright_weight(loglik, target.log_bound(state.position, idx))
     if np.any(np.isnan(weights)):
-        return None, rows.size
+        return None, idx.size
     to_bright, to_dark = flip_decisions(
         rng, weights[: candidates.size], weights[candidates.size :], resample_fraction
     )
     bright = state.bright.copy()
     bright[candidates[to_bright]] = True
     bright[bright_rows[to_dark]] = False
-    return bright, rows.size
+    return bright, idx.size
 
 
 def theta_log_ratio(target: FlyMCTarget, position, proposal, bright_rows):

@@ -131,8 +131,8 @@ class MintTarget(NamedTuple):
     """The model, as a MINT step evaluates it (gradients for the ``"sgld"`` proposal only)."""
 
     loglik: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
-    """``loglik(theta, rows)``: the rows' log-likelihoods and the gradient of their sum
-    (``None`` for ``"rw"``)."""
+    """``loglik(theta, idx)``: the log-likelihoods of the rows of indices ``idx`` and the
+    gradient of their sum (``None`` for ``"rw"``)."""
     logprior: Callable[[np.ndarray], tuple[float, np.ndarray | None]]
     """``logprior(theta)``: ``log p(theta)``, transform Jacobians included, and its gradient
     (``None`` for ``"rw"``)."""
@@ -175,9 +175,9 @@ def mint_evaluate(
     For ``"sgld"`` the gradient is that of the tempered target on the same batch,
     ``n^lambda / m * sum_{j in S} grad l_j(theta) + grad E(theta)``.
     """
-    rows = rng.choice(config.n_data, size=config.batch_size, replace=False)
+    idx = rng.choice(config.n_data, size=config.batch_size, replace=False)
     prior_term, prior_grad = tempered_prior(position, target, config)
-    loglik, grad_sum = target.loglik(position, rows)
+    loglik, grad_sum = target.loglik(position, idx)
     gradient = None
     if config.proposal == "sgld":
         gradient = config.tempering.scale * grad_sum / config.batch_size + prior_grad

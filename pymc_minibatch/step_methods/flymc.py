@@ -136,8 +136,8 @@ class FlyMC(MetropolisStep):
         self.adapt_proposal_scale(info.accept)
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
-    def _log_bounds(self, theta, rows):
-        return log_bound(self.bound, self.offset[rows] + self.design[rows] @ theta, rows)
+    def _log_bounds(self, theta, idx):
+        return log_bound(self.bound, self.offset[idx] + self.design[idx] @ theta, idx)
 
 
 def _refuse_unsupported_likelihoods(minibatch_model):

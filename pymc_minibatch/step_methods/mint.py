@@ -234,7 +234,7 @@ class MINT(MetropolisStep):
         mm = self.minibatch_model
         if self.proposal == "rw":
             return MintTarget(
-                lambda theta, rows: (mm.loglik(theta, rows), None),
+                lambda theta, idx: (mm.loglik(theta, idx), None),
                 lambda theta: (mm.logprior(theta), None),
                 mm.log_jacobian_and_grad,
             )
