@@ -75,7 +75,7 @@ def _expansion_terms(minibatch_model):
 
 def _build_expansion_terms(minibatch_model):
     mm = minibatch_model
-    graph = mm._row_graph
+    graph = mm.row_graph
     free_rvs = set(mm.model.free_RVs)
     names = list(graph.row_term_names)
     specs = [

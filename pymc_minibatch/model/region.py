@@ -96,7 +96,7 @@ def needs_row_expansions(minibatch_model):
     """Whether some observed variable is bounded only through this module's expansions (on
     a trust region, or a LogNormal; no refusal: unsupported likelihoods are refused when
     the bounds are computed, :mod:`pymc_minibatch.model.expansions`)."""
-    graph = minibatch_model._row_graph
+    graph = minibatch_model.row_graph
     free_rvs = set(minibatch_model.model.free_RVs)
     for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
                                strict=True):  # fmt: skip
