@@ -19,6 +19,7 @@ from pytensor.graph.traversal import ancestors
 
 from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch._deprecation import renamed_arguments
+from pymc_minibatch.model import functions as compiled
 from pymc_minibatch.model import gradients
 from pymc_minibatch.model.builders import ThetaGraph
 from pymc_minibatch.model.dask_passes import SummedFirstOutput
@@ -661,11 +662,7 @@ class MinibatchModel:
         >>> mm.prior_function("prior_gradient", prior_gradient)(np.ones(3))
         array([-1., -1., -1.])
         """
-        def build():
-            extra, outputs = graph(self.symbolic())
-            return self._functions.compile([self._theta_graph.theta, *extra], outputs)
-
-        return self._functions.cached(f"prior:{name}", build)
+        return compiled.prior_function(self, name, graph)
 
     def theta_function(self, outputs):
         """A compiled function of ``theta`` alone computing ``outputs``, graphs in the model's
@@ -678,9 +675,7 @@ class MinibatchModel:
         >>> [term.shape for term in f(np.zeros(3))]
         [(3,)]
         """
-        joined, theta = join_nonshared_inputs(self._initial_point, list(outputs),
-                                              self.value_vars, self.shared)  # fmt: skip
-        return self._functions.compile([theta], joined)
+        return compiled.theta_function(self, outputs)
 
     def find_map(self, theta=None):
         """Posterior mode in ``theta``-space by L-BFGS on the full-data log posterior.
@@ -788,15 +783,7 @@ class MinibatchModel:
         >>> evaluate(np.ones(3), idx=np.arange(2))
         [array([3., 3.])]
         """
-        block_function = self.rows_function(outputs).block_function()
-
-        def evaluate(theta_value, idx=None):
-            if idx is not None:
-                return block_function(self.as_theta(theta_value), *self._rows.gather(idx))
-            chunks = self.over_all_rows(block_function, theta_value)
-            return [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
-
-        return evaluate
+        return compiled.rows_evaluator(self.rows_function(outputs))
 
     def rows_graph_function(self, name, rows_function, graph):
         """As :meth:`graph_function`, with the outputs of ``rows_function`` (a
@@ -817,8 +804,8 @@ class MinibatchModel:
         [array([3., 3.]), array([0., 0.])]
         """
         return self._functions.block_function(f"rows_graph:{name}:{rows_function.name}",
-                                    rows_function.outputs, rows_function.row_inputs,
-                                    graph)  # fmt: skip
+                                              rows_function.outputs, rows_function.row_inputs,
+                                              graph)  # fmt: skip
 
     # ---- pickling: compiled functions are rebuilt, shared variables kept -----------------
     def __getstate__(self):

@@ -10,6 +10,7 @@ import functools
 import uuid
 from typing import NamedTuple
 
+import numpy as np
 import pytensor.tensor as pt
 from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import join_nonshared_inputs
@@ -136,6 +137,42 @@ def rows_outputs(minibatch_model, outputs, row_inputs):
         values = clone_replace(values, replace=dict(zip(row_inputs, own_rows, strict=True)))
     joined, theta = join_nonshared_inputs(mm.initial_point, values, mm.value_vars, mm.shared)
     return clone_replace(joined, replace={theta: mm.theta_graph.theta})
+
+
+def prior_function(minibatch_model, name, graph):
+    """:meth:`MinibatchModel.prior_function`: ``f(theta, *extra_inputs)`` of ``(extra_inputs,
+    outputs) = graph(symbolic)``, compiled once under ``name``."""
+    mm = minibatch_model
+
+    def build():
+        extra, outputs = graph(mm.symbolic())
+        return mm.functions.compile([mm.theta_graph.theta, *extra], outputs)
+
+    return mm.functions.cached(f"prior:{name}", build)
+
+
+def theta_function(minibatch_model, outputs):
+    """:meth:`MinibatchModel.theta_function`: ``outputs`` (graphs in the model's value
+    variables, free of rows) compiled as a function of ``theta``."""
+    mm = minibatch_model
+    joined, theta = join_nonshared_inputs(mm.initial_point, list(outputs), mm.value_vars,
+                                          mm.shared)  # fmt: skip
+    return mm.functions.compile([theta], joined)
+
+
+def rows_evaluator(rows_function):
+    """:meth:`MinibatchModel.compile_rows_function`: ``evaluate(theta, idx=None)``, the
+    outputs of ``rows_function`` at rows ``idx``, or at all N rows in one pass."""
+    mm = rows_function.minibatch_model
+    block_function = rows_function.block_function()
+
+    def evaluate(theta_value, idx=None):
+        if idx is not None:
+            return block_function(mm.as_theta(theta_value), *mm.row_source.gather(idx))
+        chunks = mm.over_all_rows(block_function, theta_value)
+        return [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
+
+    return evaluate
 
 
 class RowsFunction:
