@@ -195,11 +195,11 @@ def particle_loop(mm, thetas, idx):
     """``grad_estimate_particles`` as it was before vectorising: rows gathered once, then one
     compiled ``grad_estimate`` call per particle."""
     weights = np.full(idx.size, mm.n_data / idx.size)
-    rows = mm._rows.gather(idx)
+    rows = mm.row_source.gather(idx)
     values, grads = np.empty(len(thetas)), np.empty(thetas.shape)
     for i, theta in enumerate(thetas):
-        values[i], grads[i] = mm._call("grad_estimate", np.ascontiguousarray(theta), weights,
-                                       *rows)  # fmt: skip
+        values[i], grads[i] = mm.functions.call("grad_estimate", np.ascontiguousarray(theta),
+                                                weights, *rows)  # fmt: skip
     return values, grads
 
 

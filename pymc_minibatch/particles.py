@@ -29,6 +29,7 @@ from pymc_minibatch.kernels.preconditioning import (
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.model import control_variates as cv
 from pymc_minibatch.model.adapter import MinibatchModel
+from pymc_minibatch.model.gradients import grad_estimator
 from pymc_minibatch.model.recentring import recentring
 from pymc_minibatch.results import draws_to_result
 
@@ -433,11 +434,8 @@ def sample_particles(
     schedule = (
         _default_schedule(n_steps, noise_ratio) if step_size is None else as_schedule(step_size)
     )
-    gradients = (
-        cv.ControlVariateGradients(minibatch_model, fit.mode).particles
-        if use_control_variates
-        else minibatch_model.grad_estimate_particles
-    )
+    gradients = grad_estimator(minibatch_model, fit.mode if use_control_variates else None,
+                               particles=True)  # fmt: skip
     preconditioner = (
         fit.preconditioner if precondition else identity_preconditioner(minibatch_model.ndim)
     )

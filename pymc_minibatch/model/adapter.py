@@ -5,33 +5,28 @@ plain NumPy out, with ``theta`` the flat vector of PyMC's transformed value vari
 ``DictToArrayBijection`` order (the order of ``vars``).
 """
 
-import functools
 import time
-import uuid
-from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
-import pytensor
 import pytensor.tensor as pt
 import scipy.optimize
 from pymc.blocking import DictToArrayBijection, RaveledVars
-from pymc.logprob.utils import local_check_parameter_to_ninf_switch, local_remove_check_parameter
-from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.util import get_value_vars_from_user_vars
 from pymc.vartypes import continuous_types
-from pytensor.graph.fg import FunctionGraph
-from pytensor.graph.replace import clone_replace, vectorize_graph
-from pytensor.graph.rewriting.basic import in2out
 from pytensor.graph.traversal import ancestors
 
 from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch._deprecation import renamed_arguments
-from pymc_minibatch.exceptions import NonFactorizableError
-from pymc_minibatch.model.dask_passes import BlockFunction, SummedFirstOutput
+from pymc_minibatch.model import functions as compiled
+from pymc_minibatch.model import gradients
+from pymc_minibatch.model.builders import ThetaGraph
+from pymc_minibatch.model.dask_passes import SummedFirstOutput
+from pymc_minibatch.model.functions import CompiledFunctions, RowsFunction, SymbolicModel
 from pymc_minibatch.model.graph import build_row_graph
 from pymc_minibatch.model.laplace import fit_laplace
+from pymc_minibatch.model.parity import check_rows_factorise
 from pymc_minibatch.model.rows import (
     RowSource,
     picklable_rows,
@@ -148,7 +143,6 @@ class MinibatchModel:
         self._rows = RowSource(graph.roots, self.n_data, sources)
         self.reads_chunks = bool(self._rows.chunked)
         """Whether some rows are read chunk by chunk (Zarr, Dask or xarray ``data=``)."""
-        self._row_inputs = graph.row_inputs
         self._row_graph = graph
 
         self.shared = (
@@ -162,11 +156,11 @@ class MinibatchModel:
             self.value_vars,
             self.shared,
         )
-        *self._terms, self._logprior, self._log_jacobian = joined
-        self._theta = theta
-        self._loglik = self._terms[0] if len(self._terms) == 1 else pt.add(*self._terms)
-        self._functions = {}
-        self._block_functions = {}
+        *terms, logprior, log_jacobian = joined
+        loglik = terms[0] if len(terms) == 1 else pt.add(*terms)
+        self._theta_graph = ThetaGraph(theta, graph.row_inputs, terms, loglik, logprior,
+                                       log_jacobian, model.check_bounds)  # fmt: skip
+        self._functions = CompiledFunctions(self)
         self._laplace = None
         self._structure = None
         self.setup_report = SetupReport(self.n_data, progressbar, started)
@@ -177,6 +171,40 @@ class MinibatchModel:
                 refuse_non_finite_rows(self)  # before check(), which NaN rows would fail
                 self.check()
                 refuse_rows_outside_support(self)
+
+    # ---- read-only views of the pieces (for the modules built on the adapter) ------------
+    @property
+    def row_graph(self):
+        """The model split into per-row terms on a batch of rows, in the model's value
+        variables (:class:`~pymc_minibatch.model.graph.RowGraph`)."""
+        return self._row_graph
+
+    @property
+    def theta_graph(self):
+        """The row graph's pieces as functions of ``theta``, which the compiled functions
+        are built from (:class:`~pymc_minibatch.model.builders.ThetaGraph`)."""
+        return self._theta_graph
+
+    @property
+    def row_source(self):
+        """The data arrays on the row axis (:class:`~pymc_minibatch.model.rows.RowSource`)."""
+        return self._rows
+
+    @property
+    def functions(self):
+        """The compiled functions, each built on first use
+        (:class:`~pymc_minibatch.model.functions.CompiledFunctions`)."""
+        return self._functions
+
+    @property
+    def initial_point(self):
+        """The model's initial point (a dict by value-variable name), read once."""
+        return self._initial_point
+
+    @property
+    def point_map_info(self):
+        """``(name, shape, size, dtype)`` of each sampled variable, in ``theta``'s order."""
+        return self._point_map_info
 
     # ---- points and theta ---------------------------------------------------------------
     def theta_from_point(self, point):
@@ -199,7 +227,7 @@ class MinibatchModel:
         >>> mm.point_from_theta(np.array([0.5, -1.0, 2.0]))["beta"]
         array([ 0.5, -1. ,  2. ])
         """
-        theta = self._as_theta(theta)
+        theta = self.as_theta(theta)
         return DictToArrayBijection.rmap(
             RaveledVars(theta, self._point_map_info), start_point=self._initial_point
         )
@@ -256,6 +284,24 @@ class MinibatchModel:
                 names.append(f"{name}[{','.join(map(str, index))}]")
         return names
 
+    def as_theta(self, theta):
+        """``theta`` as a float64 array, checked to have shape ``(ndim,)``.
+
+        Raises
+        ------
+        ValueError
+            If ``theta`` has another shape.
+
+        Examples
+        --------
+        >>> mm.as_theta([0, 1, 2])
+        array([0., 1., 2.])
+        """
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (self.ndim,):
+            raise ValueError(f"theta must have shape ({self.ndim},), got {theta.shape}")
+        return theta
+
     def initial_theta(self):
         """``theta`` at the model's initial point.
 
@@ -286,7 +332,7 @@ class MinibatchModel:
         >>> mm.loglik(np.zeros(3), np.array([0, 1, 1])).round(4)
         array([-0.6931, -0.6931, -0.6931])
         """
-        return self._call("loglik", self._as_theta(theta), *self._rows.gather(idx))
+        return self._functions.call("loglik", self.as_theta(theta), *self._rows.gather(idx))
 
     def loglik_pair(self, theta, theta2, idx=None, *, rows=None):
         """``(loglik(theta, idx), loglik(theta2, idx))`` from one call on the same rows.
@@ -302,7 +348,7 @@ class MinibatchModel:
         if rows is None:
             rows = self._rows.gather(idx)
         return tuple(
-            self._call("loglik_pair", self._as_theta(theta), self._as_theta(theta2), *rows)
+            self._functions.call("loglik_pair", self.as_theta(theta), self.as_theta(theta2), *rows)
         )
 
     def grad_loglik(self, theta, idx, per_row=False):
@@ -318,9 +364,9 @@ class MinibatchModel:
         >>> mm.grad_loglik(np.zeros(3), np.arange(10), per_row=True).shape  # doctest: +SKIP
         (10, 3)
         """
-        theta = self._as_theta(theta)
+        theta = self.as_theta(theta)
         if not per_row:
-            return self._call("grad_loglik", theta, *self._rows.gather(idx))[1]
+            return self._functions.call("grad_loglik", theta, *self._rows.gather(idx))[1]
         idx = np.asarray(idx).ravel()
         # a vectorised Jacobian costs O(B^2): work in blocks of JACOBIAN_BLOCK_ROWS rows
         blocks = [
@@ -338,17 +384,17 @@ class MinibatchModel:
         >>> values.shape, grad.shape
         ((10,), (3,))
         """
-        values, grad = self._call("grad_loglik", self._as_theta(theta), *self._rows.gather(idx))
+        values, grad = self._functions.call("grad_loglik", self.as_theta(theta),
+                                            *self._rows.gather(idx))  # fmt: skip
         return values, grad
 
     def _jacobian_block(self, theta, idx):
         if idx.size == 1:
             # PyTensor 2.x raises on a vectorised Jacobian over a single gathered row
             # (AdvancedIncSubtensor1 runtime-broadcasting check): evaluate the row twice
-            return self._call("grad_loglik_rows", theta, *self._rows.gather(np.repeat(idx, 2)))[1][
-                :1
-            ]
-        return self._call("grad_loglik_rows", theta, *self._rows.gather(idx))[1]
+            rows = self._rows.gather(np.repeat(idx, 2))
+            return self._functions.call("grad_loglik_rows", theta, *rows)[1][:1]
+        return self._functions.call("grad_loglik_rows", theta, *self._rows.gather(idx))[1]
 
     def directional_grad_loglik(self, theta, direction, idx):
         """Per-row directional derivatives ``grad l_i(theta) . direction``, shape (len(idx),).
@@ -364,8 +410,9 @@ class MinibatchModel:
         >>> np.allclose(mm.directional_grad_loglik(theta, direction, idx), step, atol=1e-5)
         True
         """
-        theta, direction = self._as_theta(theta), self._as_theta(direction)
-        return self._call("directional_grad_loglik", theta, direction, *self._rows.gather(idx))
+        theta, direction = self.as_theta(theta), self.as_theta(direction)
+        return self._functions.call("directional_grad_loglik", theta, direction,
+                                    *self._rows.gather(idx))  # fmt: skip
 
     def grad_estimate(self, theta, idx, weights=None):
         """Unbiased minibatch estimate of the log posterior and its gradient.
@@ -382,14 +429,7 @@ class MinibatchModel:
         >>> grad.shape
         (3,)
         """
-        idx = np.asarray(idx)
-        if idx.size == 0:
-            raise ValueError("grad_estimate needs at least one row index")
-        value, grad = self._call(
-            "grad_estimate", self._as_theta(theta), self._row_weights(idx, weights),
-            *self._rows.gather(idx),
-        )  # fmt: skip
-        return float(value), grad
+        return gradients.grad_estimate(self, theta, idx, weights)
 
     @renamed_arguments(centre="center")
     def grad_estimate_difference(self, theta, center, idx, weights=None):
@@ -409,28 +449,7 @@ class MinibatchModel:
         >>> bool(np.allclose(grad, mm.logprior_and_grad(np.ones(3))[1]))
         True
         """
-        idx = np.asarray(idx)
-        if idx.size == 0:
-            raise ValueError("grad_estimate_difference needs at least one row index")
-        value, grad = self._call(
-            "grad_estimate_difference",
-            self._as_theta(theta),
-            self._as_theta(center),
-            self._row_weights(idx, weights),
-            *self._rows.gather(idx),
-        )
-        return float(value), grad
-
-    def _row_weights(self, idx, weights):
-        """Each row's weight in an estimate of a sum over all rows (``N / len(idx)`` by
-        default), checked against ``idx``."""
-        if weights is None:
-            return np.full(idx.size, self.n_data / idx.size)
-        weights = np.asarray(weights, dtype=np.float64)
-        if weights.shape != idx.shape:
-            raise ValueError(f"weights must have the shape of the rows {idx.shape}, got "
-                             f"{weights.shape}")  # fmt: skip
-        return weights
+        return gradients.grad_estimate_difference(self, theta, center, idx, weights)
 
     def grad_estimate_particles(self, thetas, idx):
         """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
@@ -448,27 +467,7 @@ class MinibatchModel:
         >>> values.shape, grads.shape
         ((4,), (4, 3))
         """
-        thetas = np.asarray(thetas, dtype=np.float64)
-        if thetas.ndim != 2 or thetas.shape[1] != self.ndim:
-            raise ValueError(f"thetas must have shape (M, {self.ndim}), got {thetas.shape}")
-        idx = np.asarray(idx)
-        if idx.size == 0:
-            raise ValueError("grad_estimate_particles needs at least one row index")
-        if len(thetas) == 0:  # some compiled ops (PyTensor 2.x's C Softmax) fail on M = 0
-            return np.empty(0), np.empty((0, self.ndim))
-        if idx.size == 1:
-            # PyTensor 2.x raises on the vectorised gradient of an indexing by a single
-            # gathered row (AdvancedIncSubtensor1 runtime-broadcasting check): the row twice
-            # at half the scale is the same estimate
-            idx = np.repeat(idx, 2)
-        weights = self._row_weights(idx, None)
-        values, grads = self._call(
-            "grad_estimate_particles",
-            np.ascontiguousarray(thetas),
-            weights,
-            *self._rows.gather(idx),
-        )
-        return values, grads
+        return gradients.grad_estimate_particles(self, thetas, idx)
 
     # ---- row-free and full-data quantities ----------------------------------------------
     def logprior(self, theta):
@@ -479,7 +478,7 @@ class MinibatchModel:
         >>> round(mm.logprior(np.zeros(3)), 4)  # three standard normals at 0
         -2.7568
         """
-        return float(self._call("logprior", self._as_theta(theta)))
+        return float(self._functions.call("logprior", self.as_theta(theta)))
 
     def logprior_and_grad(self, theta):
         """``(logprior(theta), gradient)``.
@@ -490,7 +489,7 @@ class MinibatchModel:
         >>> grad
         array([-1., -1., -1.])
         """
-        value, grad = self._call("logprior_and_grad", self._as_theta(theta))
+        value, grad = self._functions.call("logprior_and_grad", self.as_theta(theta))
         return float(value), grad
 
     def log_jacobian_and_grad(self, theta):
@@ -505,7 +504,7 @@ class MinibatchModel:
         >>> mm.log_jacobian_and_grad(np.zeros(3))[0]  # beta is untransformed
         0.0
         """
-        value, grad = self._call("log_jacobian_and_grad", self._as_theta(theta))
+        value, grad = self._functions.call("log_jacobian_and_grad", self.as_theta(theta))
         return float(value), grad
 
     def chunk_cache_counts(self):
@@ -573,7 +572,7 @@ class MinibatchModel:
         >>> grad.shape
         (3,)
         """
-        theta = self._as_theta(theta)
+        theta = self.as_theta(theta)
         total, grad = self.logprior_and_grad(theta)
         grad = grad.copy()
         for block_total, chunk_grad in self._over_all_rows("grad_loglik", theta, summed=True):
@@ -585,7 +584,7 @@ class MinibatchModel:
         """Compiled function ``name`` on each chunk of all N rows, in order: one full-data
         pass, in this process or through Dask when rows are in chunked arrays. With
         ``summed``, its first output (one value per row) is summed within each chunk."""
-        function = self._block_function(name)
+        function = self._functions.block_function(name)
         return self.over_all_rows(SummedFirstOutput(function) if summed else function, theta)
 
     def over_all_rows(self, function, theta, consume=None):
@@ -602,7 +601,7 @@ class MinibatchModel:
         >>> [values[0].shape for values in mm.over_all_rows(evaluate, np.ones(3))]
         [(1000,)]
         """
-        theta = self._as_theta(theta)
+        theta = self.as_theta(theta)
         with self.setup_report.full_data_pass() as advance:
             return self._rows.map_chunks(function, theta, FULL_DATA_CHUNK_ROWS, consume,
                                          advance)  # fmt: skip
@@ -617,22 +616,6 @@ class MinibatchModel:
         """The wall time of each of these passes, in order."""
         return self.setup_report.pass_seconds
 
-    def _block_function(self, name, outputs=None, row_inputs=None, graph=None):
-        """The compiled function ``name`` (or of per-row ``outputs`` over ``row_inputs``,
-        see :meth:`rows_function`, or built by ``graph``, see :meth:`graph_function`) as a
-        :class:`BlockFunction`, built once."""
-        block_function = self._block_functions.get(name)
-        if block_function is None:
-            build = functools.partial(
-                _compiled_function,
-                name=name,
-                outputs=outputs,
-                row_inputs=self._row_inputs if row_inputs is None else row_inputs,
-                graph=graph,
-            )
-            block_function = self._block_functions[name] = BlockFunction(self, build)
-        return block_function
-
     def symbolic(self):
         """The symbolic pieces compiled functions are built from: ``theta`` (the flat vector
         of sampled values), the row inputs, the per-row log-likelihood over a batch of rows
@@ -644,7 +627,8 @@ class MinibatchModel:
         >>> symbolic.theta.type.shape, symbolic.loglik.ndim
         ((3,), 1)
         """
-        return SymbolicModel(self._theta, list(self._row_inputs), self._loglik, self._logprior)
+        graph = self._theta_graph
+        return SymbolicModel(graph.theta, list(graph.rows), graph.loglik, graph.logprior)
 
     def graph_function(self, name, graph):
         """A function of ``theta`` and a block of rows built from :meth:`symbolic`, compiled
@@ -663,7 +647,7 @@ class MinibatchModel:
         ...                 mm.full_loglik(np.zeros(3))))
         True
         """
-        return self._block_function(f"graph:{name}", graph=graph)
+        return self._functions.block_function(f"graph:{name}", graph=graph)
 
     def prior_function(self, name, graph):
         """A compiled function of ``theta`` alone built from :meth:`symbolic`: ``graph``
@@ -678,13 +662,7 @@ class MinibatchModel:
         >>> mm.prior_function("prior_gradient", prior_gradient)(np.ones(3))
         array([-1., -1., -1.])
         """
-        key = f"prior:{name}"
-        function = self._functions.get(key)
-        if function is None:
-            extra, outputs = graph(self.symbolic())
-            function = self._functions[key] = self._compile_function([self._theta, *extra],
-                                                                     outputs)  # fmt: skip
-        return function
+        return compiled.prior_function(self, name, graph)
 
     def theta_function(self, outputs):
         """A compiled function of ``theta`` alone computing ``outputs``, graphs in the model's
@@ -697,9 +675,7 @@ class MinibatchModel:
         >>> [term.shape for term in f(np.zeros(3))]
         [(3,)]
         """
-        joined, theta = join_nonshared_inputs(self._initial_point, list(outputs),
-                                              self.value_vars, self.shared)  # fmt: skip
-        return self._compile_function([theta], joined)
+        return compiled.theta_function(self, outputs)
 
     def find_map(self, theta=None):
         """Posterior mode in ``theta``-space by L-BFGS on the full-data log posterior.
@@ -713,7 +689,7 @@ class MinibatchModel:
         >>> bool(np.all(mm.point_from_theta(theta_map)["beta"] > 0))
         True
         """
-        start = self.initial_theta() if theta is None else self._as_theta(theta)
+        start = self.initial_theta() if theta is None else self.as_theta(theta)
 
         def objective(value):
             logp, grad = self.logp_and_grad(value)
@@ -776,111 +752,9 @@ class MinibatchModel:
         --------
         >>> mm.check()  # passes silently for a model that factorises
         """
-        rng = np.random.default_rng(random_seed)
-        n_ref = min(self.n_data, n_reference_rows)
-        ref_idx = rng.choice(self.n_data, size=n_ref, replace=False)
-        theta0 = self.initial_theta()
-        for theta in (theta0, theta0 + rng.normal(scale=0.1, size=theta0.shape)):
-            reference = self._check_terms(theta, ref_idx)
-            for positions in (np.array([0]), rng.choice(n_ref, size=min(7, 2 * n_ref))):
-                values = self._check_terms(theta, ref_idx[positions])
-                for name, ref, val in zip(self.row_term_names, reference, values, strict=True):
-                    if not np.allclose(val, ref[positions], rtol=1e-8, atol=1e-10, equal_nan=True):
-                        raise NonFactorizableError(
-                            f"the log-likelihood of observed variable '{name}' at a row changes "
-                            "with the other rows in the batch (lags, reductions over rows, or "
-                            "other cross-row use of data): it does not factorise over rows"
-                        )
-
-    def _check_terms(self, theta, idx):
-        try:
-            terms = self._call("row_terms", theta, *self._rows.gather(idx))
-        except Exception as err:  # a graph that slices or reshapes rows fails on small batches
-            raise NonFactorizableError(
-                f"the per-row log-likelihood of {', '.join(self.row_term_names)} failed on a "
-                f"batch of {len(idx)} rows ({type(err).__name__}: {str(err)[:200]}); the "
-                "likelihood uses the row axis in a way that does not factorise"
-            ) from err
-        for name, term in zip(self.row_term_names, terms, strict=True):
-            if np.shape(term) != (len(idx),):
-                raise NonFactorizableError(
-                    f"observed variable '{name}' gave {np.shape(term)} values for {len(idx)} rows"
-                )
-        return terms
+        check_rows_factorise(self, n_reference_rows, random_seed)
 
     # ---- compiled functions (built on first use) -----------------------------------------
-    def _as_theta(self, theta):
-        theta = np.asarray(theta, dtype=np.float64)
-        if theta.shape != (self.ndim,):
-            raise ValueError(f"theta must have shape ({self.ndim},), got {theta.shape}")
-        return theta
-
-    def _call(self, name, *args):
-        function = self._functions.get(name)
-        if function is None:
-            function = self._functions[name] = self._compile(name)
-        return function(*args)
-
-    def _compile(self, name):
-        theta, rows, ll = self._theta, self._row_inputs, self._loglik
-        if name == "loglik":
-            inputs, outputs = [theta, *rows], ll
-        elif name == "loglik_pair":
-            theta2 = theta.type("theta2")
-            (ll2,) = clone_replace([ll], replace={theta: theta2})
-            inputs, outputs = [theta, theta2, *rows], [ll, ll2]
-        elif name == "grad_loglik":
-            inputs, outputs = [theta, *rows], [ll, pytensor.grad(ll.sum(), theta)]
-        elif name == "grad_loglik_rows":
-            jac = pytensor.gradient.jacobian(ll, theta, vectorize=True)
-            inputs, outputs = [theta, *rows], [ll, jac]
-        elif name == "directional_grad_loglik":
-            # J v by the double-backward trick: J v = d/du [ (u' J) . v ]
-            direction = theta.type("direction")
-            weights = ll.type("weights")
-            row_weighted_grad = pytensor.grad((ll * weights).sum(), theta)
-            jvp = pytensor.grad(row_weighted_grad @ direction, weights)
-            (jvp,) = clone_replace([jvp], replace={weights: pt.ones_like(ll)})
-            inputs, outputs = [theta, direction, *rows], jvp
-        elif name in ("grad_estimate", "grad_estimate_particles"):
-            weights = pt.vector("weights", dtype="float64")
-            value = self._logprior + (weights * ll).sum()
-            inputs, outputs = [theta, weights, *rows], [value, pytensor.grad(value, theta)]
-            if name == "grad_estimate_particles":
-                inputs, outputs = _vectorised_over_theta(inputs, outputs, self.model.check_bounds)
-        elif name == "grad_estimate_difference":
-            weights = pt.vector("weights", dtype="float64")
-            center = theta.type("center")
-            (ll_center,) = clone_replace([ll], replace={theta: center})
-            value = self._logprior + (weights * (ll - ll_center)).sum()
-            grad = pytensor.grad(self._logprior + (weights * ll).sum(), theta) - pytensor.grad(
-                (weights * ll_center).sum(), center
-            )
-            inputs, outputs = [theta, center, weights, *rows], [value, grad]
-        elif name == "logprior":
-            inputs, outputs = [theta], self._logprior
-        elif name == "logprior_and_grad":
-            inputs = [theta]
-            outputs = [self._logprior, pytensor.grad(self._logprior, theta)]
-        elif name == "log_jacobian_and_grad":
-            inputs = [theta]
-            outputs = [self._log_jacobian, pytensor.grad(self._log_jacobian, theta)]
-        elif name == "row_terms":  # only for check(): compile fast, speed is irrelevant
-            return self._compile_function([theta, *rows], self._terms, mode="FAST_COMPILE")
-        else:
-            raise KeyError(name)
-        return self._compile_function(inputs, outputs)
-
-    def _compile_function(self, inputs, outputs, mode=None):
-        # PyMC's compile turns parameter checks into -inf (or drops them when the model has
-        # check_bounds=False), as model.compile_logp() does, instead of raising
-        with self.model:
-            function = compile_pymc(
-                inputs, outputs, mode=mode or self.mode, on_unused_input="ignore"
-            )
-        function.trust_input = True
-        return function
-
     def rows_function(self, outputs):
         """Per-row expressions of the model's free variables and rows, as a picklable
         :class:`RowsFunction` ``f(theta, *rows)`` (rows from :meth:`gather_rows`).
@@ -909,36 +783,7 @@ class MinibatchModel:
         >>> evaluate(np.ones(3), idx=np.arange(2))
         [array([3., 3.])]
         """
-        block_function = self.rows_function(outputs).block_function()
-
-        def evaluate(theta_value, idx=None):
-            if idx is not None:
-                return block_function(self._as_theta(theta_value), *self._rows.gather(idx))
-            chunks = self.over_all_rows(block_function, theta_value)
-            return [np.concatenate(parts) for parts in zip(*chunks, strict=True)]
-
-        return evaluate
-
-    def _compile_rows_outputs(self, outputs, row_inputs):
-        """The compiled ``f(theta, *rows)`` of :meth:`compile_rows_function`; ``outputs``
-        refer to ``row_inputs``, the row inputs of this adapter or of the one it was
-        pickled from (which rebuilt its own)."""
-        return self._compile_function([self._theta, *self._row_inputs],
-                                      self._rows_outputs(outputs, row_inputs))  # fmt: skip
-
-    def _rows_outputs(self, outputs, row_inputs):
-        """Per-row ``outputs`` (see :meth:`rows_function`) as graphs of the adapter's
-        ``theta`` and row inputs."""
-        n_rows = row_inputs[0].shape[0]
-        per_row = [pt.broadcast_to(out, (n_rows,)) for out in outputs]
-        values = self.model.replace_rvs_by_values(per_row)
-        if list(row_inputs) != self._row_inputs:  # after the line above, which needs the RVs
-            values = clone_replace(values, replace=dict(zip(row_inputs, self._row_inputs,
-                                                            strict=True)))  # fmt: skip
-        joined, theta = join_nonshared_inputs(
-            self._initial_point, values, self.value_vars, self.shared
-        )
-        return clone_replace(joined, replace={theta: self._theta})
+        return compiled.rows_evaluator(self.rows_function(outputs))
 
     def rows_graph_function(self, name, rows_function, graph):
         """As :meth:`graph_function`, with the outputs of ``rows_function`` (a
@@ -958,9 +803,9 @@ class MinibatchModel:
         >>> pair(np.ones(3), np.zeros(3), *mm.gather_rows(np.arange(2)))
         [array([3., 3.]), array([0., 0.])]
         """
-        return self._block_function(f"rows_graph:{name}:{rows_function.name}",
-                                    rows_function.outputs, rows_function.row_inputs,
-                                    graph)  # fmt: skip
+        return self._functions.block_function(f"rows_graph:{name}:{rows_function.name}",
+                                              rows_function.outputs, rows_function.row_inputs,
+                                              graph)  # fmt: skip
 
     # ---- pickling: compiled functions are rebuilt, shared variables kept -----------------
     def __getstate__(self):
@@ -981,85 +826,6 @@ class MinibatchModel:
         self.__init__(
             model, value_vars, data=data, check=False, mode=state["mode"], _shared=state["shared"]
         )
-
-
-class RowsFunction:
-    """Per-row ``outputs`` of a :class:`MinibatchModel`, compiled on first call:
-    ``f(theta, *rows)`` gives one array per output over the rows (see
-    :meth:`MinibatchModel.rows_function`).
-
-    It pickles with its adapter (in the same pickle, as in a step method sent to a chain's
-    process) and compiles again where it is unpickled.
-    """
-
-    def __init__(self, minibatch_model, outputs):
-        self.minibatch_model = minibatch_model
-        self.outputs = list(outputs)
-        # the graphs refer to these inputs; an unpickled adapter builds its own
-        self.row_inputs = list(minibatch_model._row_inputs)
-        self.name = f"rows_function_{uuid.uuid4().hex}"
-
-    def block_function(self):
-        """The compiled function as a :class:`BlockFunction`, for passes over all rows."""
-        return self.minibatch_model._block_function(self.name, self.outputs, self.row_inputs)
-
-    def __call__(self, theta, *rows):
-        return self.block_function()(theta, *rows)
-
-
-class SymbolicModel(NamedTuple):
-    """What :meth:`MinibatchModel.graph_function` builds from (PyTensor variables)."""
-
-    theta: object
-    """The flat vector of sampled values, shape ``(d,)``."""
-    rows: list
-    """The row inputs: each data array on the row axis, restricted to a batch of B rows."""
-    loglik: object
-    """The log-likelihood of each row of the batch, shape ``(B,)``."""
-    logprior: object
-    """The log prior with the transforms' Jacobians (a scalar)."""
-
-
-def _compiled_function(minibatch_model, name, outputs, row_inputs, graph=None):
-    """The adapter's compiled function ``name``, or that of per-row ``outputs`` (over
-    ``row_inputs``), or that built by ``graph`` (:meth:`MinibatchModel.graph_function`),
-    compiled on first use (what a :class:`BlockFunction` builds, in any process)."""
-    function = minibatch_model._functions.get(name)
-    if function is None:
-        if graph is not None:
-            mm = minibatch_model
-            if outputs is None:
-                extra, graph_outputs = graph(mm.symbolic())
-            else:
-                extra, graph_outputs = graph(mm.symbolic(), mm._rows_outputs(outputs, row_inputs))
-            function = mm._compile_function([mm._theta, *extra, *mm._row_inputs], graph_outputs)
-        elif outputs is None:
-            function = minibatch_model._compile(name)
-        else:
-            function = minibatch_model._compile_rows_outputs(outputs, row_inputs)
-        minibatch_model._functions[name] = function
-    return function
-
-
-def _vectorised_over_theta(inputs, outputs, check_bounds):
-    """``(inputs, outputs)`` of a graph whose first input ``theta`` gains a leading axis.
-
-    ``theta`` becomes ``thetas`` of shape ``(M, ndim)`` and every output that depends on it
-    gains a leading axis of length ``M``; the other inputs are shared by all ``M``.
-
-    PyMC's parameter checks are first replaced on a copy of the graph as
-    ``pymc.pytensorf.compile`` replaces them (by ``-inf`` where they fail, or dropped when
-    the model has ``check_bounds=False``): PyTensor vectorises a check by reducing its
-    condition over the new axis too, so one particle outside the support would give
-    ``-inf`` at every particle.
-    """
-    # a copy of the nodes, not of the roots: theta, the rows and shared variables are kept
-    fgraph = FunctionGraph(outputs=outputs, clone=True, copy_inputs=False)
-    rewrite = local_check_parameter_to_ninf_switch if check_bounds else local_remove_check_parameter
-    in2out(rewrite).rewrite(fgraph)
-    theta, *others = inputs
-    thetas = pt.tensor("thetas", dtype=theta.dtype, shape=(None, *theta.type.shape))
-    return [thetas, *others], vectorize_graph(fgraph.outputs, replace={theta: thetas})
 
 
 def select_value_vars(model, vars):

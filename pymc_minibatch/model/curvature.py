@@ -20,7 +20,7 @@ Where every likelihood is a family of second-order control variates with linear
 predictors (:mod:`pymc_minibatch.model.region`; Bernoulli-logit, Poisson, Normal and
 Student-t with a free scale, ...), the likelihood's part needs no product at all: it is
 ``sum_i A_i' H_i A_i`` from each row's predictor design ``A_i`` and the second derivatives
-``H_i`` of its family (:func:`pymc_minibatch.model.expansions.likelihood_curvature`),
+``H_i`` of its family (:func:`pymc_minibatch.model.linear_curvature.likelihood_curvature`),
 which the same pass computes with forward evaluations only, about three times faster at
 ``d = 10`` (``benchmarks/step_cost.py`` prints the passes' seconds); the products along
 the directions, and the check, are then taken from that matrix and the prior's.
@@ -37,7 +37,7 @@ import pytensor.tensor as pt
 
 from pymc_minibatch.exceptions import BoundsUnavailableError
 from pymc_minibatch.kernels.arrowhead import ArrowheadMatrix
-from pymc_minibatch.model.expansions import likelihood_curvature
+from pymc_minibatch.model.linear_curvature import likelihood_curvature
 from pymc_minibatch.model.structure import all_shared
 
 #: Shared coordinates beyond which a dense Hessian is not computed (a pass costs ``S``
@@ -216,7 +216,7 @@ def subsample_curvature(minibatch_model, theta, rows, scale, structure=None, ran
 
 def _from_designs(minibatch_model, theta, structure, directions, rows=None):
     """``(loglik, gradient, products along directions)`` of the likelihood from its linear
-    predictors (:func:`~pymc_minibatch.model.expansions.likelihood_curvature`: all rows in
+    predictors (:func:`~pymc_minibatch.model.linear_curvature.likelihood_curvature`: all rows in
     one pass, or ``rows``), or None where the model's likelihood has none or too many."""
     mm = minibatch_model
     n_designs = structure.shared.size + 2 * structure.local.shape[1]

@@ -142,7 +142,7 @@ def linear_predictors(
         non-location parameters, a predictor linear in the sampled parameters).
     """
     mm = minibatch_model
-    graph = mm._row_graph
+    graph = mm.row_graph
     families = observed_families(mm, remedy)
     missing = pt.constant(np.nan)
     fields = ("eta", "lipschitz", "curvature", "third", "slope", "second")
@@ -196,7 +196,7 @@ def observed_families(minibatch_model, remedy=LOCAL_BOUNDS_REMEDY):
         Naming the first observed variable whose likelihood is not a supported family
         (``remedy`` ends the message).
     """
-    graph = minibatch_model._row_graph
+    graph = minibatch_model.row_graph
     free_rvs = set(minibatch_model.model.free_RVs)
     return [
         fixed_family(name, rv, value, free_rvs, remedy)

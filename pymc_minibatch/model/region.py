@@ -96,19 +96,27 @@ def needs_row_expansions(minibatch_model):
     """Whether some observed variable is bounded only through this module's expansions (on
     a trust region, or a LogNormal; no refusal: unsupported likelihoods are refused when
     the bounds are computed, :mod:`pymc_minibatch.model.expansions`)."""
-    graph = minibatch_model._row_graph
+    graph = minibatch_model.row_graph
     free_rvs = set(minibatch_model.model.free_RVs)
     for name, rv, value in zip(graph.row_term_names, graph.row_rvs, graph.row_values,
                                strict=True):  # fmt: skip
         try:
-            if not _spec(name, rv, value, free_rvs).global_family:
+            if not row_spec(name, rv, value, free_rvs).global_family:
                 return True
         except BoundsUnavailableError:
             continue
     return False
 
 
-def _spec(name, rv, value, free_rvs):
+def row_spec(name, rv, value, free_rvs):
+    """The graphs of observed variable ``name`` (rebuilt on a batch of rows, ``rv``, with
+    observed ``value``) that its rows' expansions and bounds need.
+
+    Raises
+    ------
+    BoundsUnavailableError
+        When its likelihood has no bounded third derivative even on a bounded region.
+    """
     op = rv.owner.op
     params = op.dist_params(rv.owner)
     y = pt.cast(value, "float64")
@@ -228,7 +236,8 @@ def _free_scale_student_t(mu, sigma, nu, y):
     )
 
 
-def _predictor_remedy(spec, j):
+def predictor_remedy(spec, j):
+    """What to do when predictor ``j`` of ``spec`` is not linear in the sampled values."""
     if spec.local and j == 1:
         return ("give the scale a prior with a log transform (HalfNormal, Exponential, "
                 "LogNormal, ...) or a log-linear model, or pass your own bounds")  # fmt: skip

@@ -75,7 +75,7 @@ class _Candidate(NamedTuple):
 
 def _candidates(minibatch_model):
     candidates, start = [], 0
-    for name, shape, size, _ in minibatch_model._point_map_info:
+    for name, shape, size, _ in minibatch_model.point_map_info:
         coordinates = np.arange(start, start + size).reshape(shape) if size else None
         start += size
         if size < 2:

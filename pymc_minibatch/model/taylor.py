@@ -65,7 +65,7 @@ class SecondOrderExpansion(NamedTuple):
     """``terms(theta, *rows)``: the rows' predictors ``w`` (P arrays, all observed
     variables), ``d f / d w`` (P) and the curvatures ``d^2 f / d w_j d w_k`` (one per
     ``curvature_pairs`` entry), then other outputs; a
-    :class:`~pymc_minibatch.model.adapter.RowsFunction`."""
+    :class:`~pymc_minibatch.model.functions.RowsFunction`."""
     n_predictors: int
     """P, the number of linear predictors over all observed variables."""
     curvature_pairs: tuple

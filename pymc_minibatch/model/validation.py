@@ -116,12 +116,12 @@ def refuse_non_finite_rows(minibatch_model):
         Naming the data array, the number of rows with non-finite values, the first of
         them and its bad value.
     """
-    found = _non_finite_rows(minibatch_model._rows)
+    found = _non_finite_rows(minibatch_model.row_source)
     if found:
         position, (n_bad, index, value) = next(iter(found.items()))
         location = ", ".join(map(str, index))
         raise DataValidationError(
-            f"{n_bad} row(s) of {_describe_data(minibatch_model._row_graph, position)} hold "
+            f"{n_bad} row(s) of {_describe_data(minibatch_model.row_graph, position)} hold "
             f"non-finite values; the first is row {index[0]} ([{location}] = {value}). Drop "
             "or impute those rows before building the model (e.g. keep the rows where "
             "np.isfinite(data).all(axis=1), in the observations and in every covariate)"
@@ -208,7 +208,7 @@ def refuse_rows_outside_support(minibatch_model):
     ]
     counts, first_rows = {}, {}
     evaluate_terms = None  # compiled only when some rows fail
-    for start, rows in _chunks_with_start(minibatch_model._rows):
+    for start, rows in _chunks_with_start(minibatch_model.row_source):
         candidates = _rows_failing_everywhere(minibatch_model, points, rows)
         if not candidates.size:
             continue
@@ -255,11 +255,12 @@ def _rows_failing_everywhere(minibatch_model, points, rows):
     Each point after the first is tried only on the rows still failing, so valid data costs
     a single pass.
     """
-    remaining = np.flatnonzero(_impossible(minibatch_model._call("loglik", points[0], *rows)))
+    loglik = minibatch_model.functions["loglik"]
+    remaining = np.flatnonzero(_impossible(loglik(points[0], *rows)))
     for theta in points[1:]:
         if not remaining.size:
             break
-        values = minibatch_model._call("loglik", theta, *(a[remaining] for a in rows))
+        values = loglik(theta, *(a[remaining] for a in rows))
         remaining = remaining[_impossible(values)]
     return remaining
 
@@ -281,9 +282,10 @@ def _compile_terms_without_parameter_checks(minibatch_model):
     are refused by the log-densities themselves, row by row.
     """
     mode = get_mode("FAST_COMPILE").including("local_remove_check_parameter")
+    graph = minibatch_model.theta_graph
     return pytensor.function(
-        [minibatch_model._theta, *minibatch_model._row_inputs],
-        minibatch_model._terms,
+        [graph.theta, *graph.rows],
+        graph.terms,
         mode=mode,
         on_unused_input="ignore",
     )
@@ -292,16 +294,16 @@ def _compile_terms_without_parameter_checks(minibatch_model):
 def _depends_on_shared(minibatch_model, term_index):
     """Whether an observed variable's term uses free variables that ``theta`` leaves out."""
     shared = set(minibatch_model.shared.values())
-    return any(var in shared for var in ancestors([minibatch_model._terms[term_index]]))
+    return any(var in shared for var in ancestors([minibatch_model.theta_graph.terms[term_index]]))
 
 
 def _observed_value(minibatch_model, term_index, row):
     """The observed value of one observed variable at one row, as a NumPy scalar or array."""
-    graph = minibatch_model._row_graph
+    graph = minibatch_model.row_graph
     read = pytensor.function(
         graph.row_inputs,
         graph.row_values[term_index],
         mode="FAST_COMPILE",
         on_unused_input="ignore",
     )
-    return read(*minibatch_model._rows.gather(np.array([row])))[0]
+    return read(*minibatch_model.row_source.gather(np.array([row])))[0]

@@ -142,7 +142,7 @@ class FlyMC(MetropolisStep):
 
 def _refuse_unsupported_likelihoods(minibatch_model):
     """FlyMC needs exactly one likelihood with a collapsible lower bound."""
-    graph = minibatch_model._row_graph
+    graph = minibatch_model.row_graph
     needed = (
         "FlyMC needs one Bernoulli(logit_p=eta) or Laplace(mu=eta, b) likelihood with eta "
         "linear in the parameters and b fixed (collapsible quadratic lower bounds)"

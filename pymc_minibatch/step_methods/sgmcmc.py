@@ -23,7 +23,8 @@ from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sg_chain import SGSettings, gradient_noise, run, start_chain
 from pymc_minibatch.kernels.sgmgt import SGMGTConfig, SGState, validate_config
 from pymc_minibatch.kernels.strata import stratify as stratify_rows
-from pymc_minibatch.model.control_variates import ControlVariateGradients, use_control_variates
+from pymc_minibatch.model.control_variates import use_control_variates
+from pymc_minibatch.model.gradients import grad_estimator
 from pymc_minibatch.step_methods.base import MinibatchStep, MinibatchStepState
 
 NOISE_POINTS = 4
@@ -166,11 +167,7 @@ class SGMCMC(MinibatchStep):
         self.preconditioner = (
             self.laplace.preconditioner if self.precondition else identity_preconditioner(mm.ndim)
         )
-        self.estimate = (
-            ControlVariateGradients(mm, self.laplace.mode)
-            if self.control_variates
-            else mm.grad_estimate
-        )
+        self.estimate = grad_estimator(mm, self.laplace.mode if self.control_variates else None)
         self.strata = self._strata(stratify)
         """The stratified batches' layout (:class:`~pymc_minibatch.kernels.strata.Strata`),
         or None for uniform batches."""

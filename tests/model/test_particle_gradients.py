@@ -17,7 +17,7 @@ from pytensor.graph.traversal import applys_between
 from pytensor.tensor.blockwise import Blockwise
 
 import pymc_minibatch as pmm
-from pymc_minibatch.model.adapter import _vectorised_over_theta
+from pymc_minibatch.model.builders import vectorised_over_theta
 from pymc_minibatch.model.control_variates import ControlVariateGradients
 
 N_ROWS = 400
@@ -206,7 +206,8 @@ def test_ops_without_a_batched_form_are_vectorised_as_blockwise():
         coef = pt.linalg.solve(A, np.array([1.0, -1.0]))
         pm.Normal("y", X @ coef, 1.0, observed=y)
     mm = pmm.MinibatchModel(model)
-    inputs, outputs = _vectorised_over_theta([mm._theta, *mm._row_inputs], [mm._loglik], True)
+    graph = mm.theta_graph
+    inputs, outputs = vectorised_over_theta([graph.theta, *graph.rows], [graph.loglik], True)
     assert any(isinstance(node.op, Blockwise) for node in applys_between(inputs, outputs))
 
     thetas = rng.normal(size=(5, 2))
@@ -222,11 +223,11 @@ def test_compiled_on_first_use_only_and_once():
     mm = pmm.MinibatchModel(linear_regression(np.random.default_rng(5)))
     theta, idx = mm.initial_theta(), np.arange(20)
     mm.grad_estimate(theta, idx)
-    assert "grad_estimate_particles" not in mm._functions
+    assert "grad_estimate_particles" not in mm.functions
     mm.grad_estimate_particles(np.stack([theta, theta]), idx)
-    function = mm._functions["grad_estimate_particles"]
+    function = mm.functions["grad_estimate_particles"]
     mm.grad_estimate_particles(np.stack([theta, theta, theta]), idx)
-    assert mm._functions["grad_estimate_particles"] is function
+    assert mm.functions["grad_estimate_particles"] is function
 
 
 def test_shared_variables_are_read_at_each_call():

@@ -39,14 +39,14 @@ def _constant_logistic(X_values, y):
 def test_column_major_rows_are_read_from_a_row_major_copy(build, caplog):
     with caplog.at_level("INFO", logger="pymc_minibatch"):
         mm = build()
-    arrays = mm._rows.arrays()
+    arrays = mm.row_source.arrays()
     assert all(a.flags.c_contiguous for a in arrays)
     assert "copied to row-major order" in caplog.text
     reference = pmm.MinibatchModel(_constant_logistic(np.ascontiguousarray(X), Y))
     theta = np.array([1.2, 0.7, -0.4])
     idx = np.random.default_rng(3).integers(0, N_ROWS, size=50)
     np.testing.assert_array_equal(mm.loglik(theta, idx), reference.loglik(theta, idx))
-    assert mm._rows.arrays()[0] is arrays[0]  # copied once, not per read
+    assert mm.row_source.arrays()[0] is arrays[0]  # copied once, not per read
 
 
 def test_a_new_pm_data_value_is_laid_out_again():
@@ -54,7 +54,7 @@ def test_a_new_pm_data_value_is_laid_out_again():
     mm = pmm.MinibatchModel(model)
     with model:
         pm.set_data({"X": np.asfortranarray(2.0 * X)})
-    assert all(a.flags.c_contiguous for a in mm._rows.arrays())
+    assert all(a.flags.c_contiguous for a in mm.row_source.arrays())
     reference = pmm.MinibatchModel(logistic(2.0 * X, Y))
     theta = np.array([0.3, -0.2, 0.9])
     idx = np.arange(0, N_ROWS, 7)

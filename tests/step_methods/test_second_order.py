@@ -15,7 +15,7 @@ from pymc_minibatch.kernels.pcn import (
     TRIAL_STEPS,
     rho_search_best,
 )
-from pymc_minibatch.model import adapter, expansions
+from pymc_minibatch.model import adapter, expansions, linear_curvature
 from tests.quadrature import GridMarginal, agreement
 
 RNG = np.random.default_rng(5)
@@ -126,6 +126,7 @@ def test_one_pass_gives_the_bounds_and_sums_of_the_rows_expansions(block_rows, m
     (and sub-blocks) of 64 rows. Nothing is kept per row but ``c``, in float32."""
     monkeypatch.setattr(adapter, "FULL_DATA_CHUNK_ROWS", block_rows)
     monkeypatch.setattr(expansions, "SUB_BLOCK_ROWS", min(block_rows, 32))
+    monkeypatch.setattr(linear_curvature, "SUB_BLOCK_ROWS", min(block_rows, 32))
     model = logistic()
     with model:
         step = pmm.TunaMH(expansion_order=2)
