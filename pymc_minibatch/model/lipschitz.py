@@ -205,10 +205,10 @@ def observed_families(minibatch_model, remedy=LOCAL_BOUNDS_REMEDY):
     ]
 
 
-def derive_bounds(minibatch_model, control_variates=0, center=None, predictors=None):
+def derive_bounds(minibatch_model, expansion_order=0, center=None, predictors=None):
     """Bounds for the observed variables on the rows, over the coordinates that enter them.
 
-    With ``control_variates=0``, ``c_i = sum_k L_ik ||x_ik||`` with the Euclidean metric.
+    With ``expansion_order=0``, ``c_i = sum_k L_ik ||x_ik||`` with the Euclidean metric.
     With ``1``, ``c_i = sum_k K_ik ||x_ik||^2`` for the first-order Taylor residuals around
     ``center`` (typically the posterior mode), with the Taylor metric of
     :mod:`pymc_minibatch.bounds`. Second order: :mod:`pymc_minibatch.model.taylor`.
@@ -227,12 +227,12 @@ def derive_bounds(minibatch_model, control_variates=0, center=None, predictors=N
         predictors = linear_predictors(minibatch_model)
     for predictor in predictors:
         norms = np.linalg.norm(predictor.design, axis=1)
-        bound = require_bound(predictor, control_variates + 1)
-        c += bound * norms ** (control_variates + 1)
+        bound = require_bound(predictor, expansion_order + 1)
+        c += bound * norms ** (expansion_order + 1)
         used |= np.any(predictor.design != 0.0, axis=0)
-    if control_variates and center is None:
+    if expansion_order and center is None:
         raise ValueError("first-order control variates need the center of the expansion")
-    return Bounds(c, center=center if control_variates else None,
+    return Bounds(c, center=center if expansion_order else None,
                   _metric_indices=np.flatnonzero(used))  # fmt: skip
 
 
@@ -241,10 +241,10 @@ _DERIVATIVE_NEEDED = {
     1: (
         "first",
         "its log-likelihood is unbounded in the linear predictor",
-        "TunaMH or TFMH with control_variates=1 or 2 ('auto' picks them)",
+        "TunaMH or TFMH with expansion_order=1 or 2 ('auto' picks them)",
     ),
-    2: ("second", "it has a kink", "control_variates=0"),
-    3: ("third", "it has a kink", "control_variates=0 or 1"),
+    2: ("second", "it has a kink", "expansion_order=0"),
+    3: ("third", "it has a kink", "expansion_order=0 or 1"),
 }
 
 

@@ -147,7 +147,7 @@ def row_spec(name, rv, value, free_rvs):
         raise BoundsUnavailableError(
             f"observed variable '{name}' ({type(op).__name__}) has no bounded third "
             "derivative (it has a kink), so second-order control variates do not apply; use "
-            "control_variates=0 or 1"
+            "expansion_order=0 or 1"
         )
     return _Spec([family.eta], [family.slope], [(0, 0, family.second)],
                  lambda w, extra, radii: np.abs(extra[0]),
