@@ -21,6 +21,7 @@ from pymc.vartypes import continuous_types
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import particles as particle_kernel
+from pymc_minibatch.kernels import sg_chain
 from pymc_minibatch.kernels.preconditioning import (
     DiagonalPreconditioner,
     identity_preconditioner,
@@ -58,8 +59,12 @@ from pymc_minibatch.results import draws_to_result
 
 METHODS = particle_kernel.METHODS
 COORDINATE_BANDWIDTH_EVERY = particle_kernel.COORDINATE_BANDWIDTH_EVERY
+ADAGRAD_DECAY, ADAGRAD_FUDGE = particle_kernel.ADAGRAD_DECAY, particle_kernel.ADAGRAD_FUDGE
+RUNAWAY_DISTANCE = sg_chain.RUNAWAY_DISTANCE
 
 __all__ = [
+    "ADAGRAD_DECAY",
+    "ADAGRAD_FUDGE",
     "CHECK_BATCHES",
     "CHECK_ROWS_PER_GROUP",
     "COORDINATE_BANDWIDTH_EVERY",
@@ -73,6 +78,7 @@ __all__ = [
     "METHODS",
     "MOMENTUM_FRACTION",
     "NOISE_BUDGET",
+    "RUNAWAY_DISTANCE",
     "SETTLED_DRIFT",
     "SETTLED_RATE",
     "ParticlesNotSettledWarning",

@@ -345,7 +345,7 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
     ``step_size * v``, or during the first ``momentum_steps`` by ``step_size * m`` with
     ``m = beta m + v``. The linear part of the per-coordinate kernel is added outside the
     heavy ball. When the log density or a gradient is not finite, the particles are not
-    moved; when they move more than ``RUNAWAY_DISTANCE`` preconditioned units from the
+    moved; when they move more than ``sg_chain.RUNAWAY_DISTANCE`` preconditioned units from the
     start, the state is the one reached. Either is reported in ``divergence``.
 
     Parameters
