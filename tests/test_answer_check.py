@@ -60,13 +60,14 @@ def test_particles_spread_too_wide_are_reported(monkeypatch):
         warnings.simplefilter("error", pmm.AnswerCheckWarning)
         pmm.sample_particles("svgd", model=model, **settings)
 
-    run = particles._ParticleRun.run
+    run = particles._run
 
-    def widened(self, thetas, n_steps, progressbar):
-        thetas, logp, history = run(self, thetas, n_steps, progressbar)
-        return thetas.mean(axis=0) + 5.0 * (thetas - thetas.mean(axis=0)), logp, history
+    def widened(*args):
+        state, *reports = run(*args)
+        z = state.position
+        return state._replace(position=z.mean(axis=0) + 5.0 * (z - z.mean(axis=0))), *reports
 
-    monkeypatch.setattr(particles._ParticleRun, "run", widened)
+    monkeypatch.setattr(particles, "_run", widened)
     with pytest.warns(pmm.AnswerCheckWarning, match=r"sample_particles\('svgd'\)'s draws are "
                       r"far from the posterior: over 100 draws \(the particles\), the sd of"):
         pmm.sample_particles("svgd", model=model, **settings)

@@ -6,15 +6,31 @@ all ``M`` particles ``theta`` (shape ``(M, d)``) at once by ``theta += step_size
 where ``grads`` holds (minibatch estimates of) ``grad log p`` at each particle.
 
 The kernel is the RBF ``k(a, b) = exp(-|a - b|^2 / h)``; :func:`median_bandwidth` gives the
-median heuristic ``h = med(|theta_i - theta_j|^2) / log(M + 1)`` of Liu & Wang (2016) (their
+median heuristic ``h = med(|theta_i - theta_j|^2) / log(M + 1)`` of Liu & Wang (2016), "Stein
+variational gradient descent: a general purpose Bayesian inference algorithm", NeurIPS (their
 code uses ``log(M + 1)``, which keeps ``h`` finite for two particles).
 
 :func:`coordinate_svgd_velocity` is SVGD with one RBF kernel per coordinate (a diagonal
 matrix-valued kernel), for dimensions above the particle count, where the joint kernel's
 repulsion fades and the particles collapse towards the mode.
+
+The move itself is the kernel :func:`init` / :func:`step` on a :class:`ParticleState`
+(exported as ``State``, ``Info``, ``init`` and ``step``): one step draws the next batch of
+an epoch without replacement (:func:`~pymc_minibatch.kernels.batches.next_epoch_batch`),
+estimates the gradients at every particle, and moves them all by ``step_size`` times a
+velocity field above, with AdaGrad and heavy-ball momentum if set; a particle that runs
+away is found by the SG-MCMC chain's check
+(:func:`~pymc_minibatch.kernels.sg_chain.runaway_distance`).
 """
 
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
 import numpy as np
+
+from pymc_minibatch.kernels.batches import next_epoch_batch
+from pymc_minibatch.kernels.sg_chain import runaway_distance
 
 
 def squared_distances(a, b):
@@ -189,3 +205,252 @@ def pisgld_velocity(theta, previous, grads, bandwidth, lam, gamma):
     if gamma:
         wsgld = wsgld + gamma * wasserstein_term(theta, previous, lam)
     return 0.5 * (svgd_velocity(theta, grads, bandwidth) + wsgld)
+
+
+METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
+
+ADAGRAD_DECAY, ADAGRAD_FUDGE = 0.9, 1e-6
+"""AdaGrad's exponential average of the squared velocities and the constant added to its
+root, as in Liu & Wang's (2016) SVGD code."""
+
+COORDINATE_BANDWIDTH_EVERY = 10
+"""Steps between updates of the per-coordinate kernel's bandwidths (``kernel="coordinates"``):
+their medians over the ``M (M - 1) / 2`` pairs in every coordinate cost more than the
+velocity itself, while the particles' spread, which they follow, changes little in ten
+steps. The joint kernel's single median is updated every step."""
+
+Estimate = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``estimate(thetas, rows) -> (log densities (M,), gradients (M, d))`` in ``theta``: an
+unbiased minibatch estimate at every particle on one batch of rows."""
+
+
+class ParticleSettings(NamedTuple):
+    """What stays fixed along a run (``method`` is one of ``METHODS``)."""
+
+    method: str
+    kernel: str
+    """``"joint"`` (the RBF on the whole vector) or ``"coordinates"`` (SVGD only)."""
+    bandwidth_scale: float
+    """Multiple of the median heuristic."""
+    schedule: Callable[[int], float]
+    """Step size at step ``t = 0, 1, ...``."""
+    preconditioner: object
+    """``theta = L z`` (:mod:`~pymc_minibatch.kernels.preconditioning`); particles move in ``z``."""
+    n_data: int
+    batch_size: int
+    """Rows per step (``n_data``: every row, not shuffled)."""
+    wasserstein_weight: float = 0.0
+    """``gamma`` of the Wasserstein term (w-SGLD, pi-SGLD)."""
+    entropic_reg: float | None = None
+    """``lambda`` of the Wasserstein term (``None``: the bandwidth)."""
+    adagrad: bool = False
+    momentum: float = 0.0
+    """The heavy ball's ``beta``, over the first ``momentum_steps`` steps."""
+    momentum_steps: int = 0
+
+
+class ParticleState(NamedTuple):
+    """The particles and what their next step needs."""
+
+    position: np.ndarray
+    """``z``, shape ``(M, d)``."""
+    previous: np.ndarray
+    """``z`` one step earlier (the start at first): the Wasserstein term's previous iterate."""
+    momentum: np.ndarray
+    """The heavy ball's ``m_t = beta m_(t-1) + v_t`` (zero without momentum)."""
+    squares: np.ndarray | None
+    """AdaGrad's exponential average of the squared velocities (``None`` before the first)."""
+    bandwidths: np.ndarray | None
+    """The per-coordinate kernel's bandwidths, carried between their updates (``None`` for
+    the joint kernel, whose bandwidth is recomputed every step)."""
+    anchor: np.ndarray
+    """``z`` at the start, from which a runaway is measured."""
+    steps: int = 0
+    permutation: np.ndarray | None = None
+    """The current epoch's order of the rows (``None``: no epoch started)."""
+    cursor: int = 0
+    """Rows of the epoch used so far."""
+
+
+class ParticleDivergence(NamedTuple):
+    """Why a step stopped the run: ``"non-finite"`` (a log density or gradient, before the
+    move) at ``particles`` particles, or ``"ran away"``: ``distance`` preconditioned units
+    from the start, the furthest in ``theta``'s ``coordinate``, ``sds`` of its own sds."""
+
+    reason: str
+    particles: int
+    distance: float
+    coordinate: int | None
+    sds: float
+
+
+class ParticleInfo(NamedTuple):
+    """What a step reports."""
+
+    step_size: float
+    bandwidth: float
+    """The kernel's bandwidth (median over coordinates for the per-coordinate kernel)."""
+    log_density: np.ndarray
+    """The minibatch estimates of the log density at the particles, before the move."""
+    mean_grad_norm: float
+    """Mean over particles of the gradient's norm in ``theta``'s units."""
+    mean_velocity_norm: float
+    spread: float
+    """Root mean variance of the particles before the move, in ``z``."""
+    drift: np.ndarray
+    """The particles' mean velocity, shape ``(d,)``."""
+    spread_rate: float
+    """``d log(rms distance to the particles' mean) / dt`` under the velocity."""
+    divergence: ParticleDivergence | None
+
+
+def init(thetas, preconditioner) -> ParticleState:
+    """The state of particles at their start.
+
+    Parameters
+    ----------
+    thetas : ndarray, shape (M, d)
+        The particles in ``theta``.
+    preconditioner
+        ``theta = L z`` (:mod:`pymc_minibatch.kernels.preconditioning`), as in the settings.
+
+    Returns
+    -------
+    ParticleState
+        In ``z``, with no momentum, AdaGrad average, bandwidths or epoch yet.
+    """
+    z = preconditioner.to_z(thetas)
+    return ParticleState(position=z, previous=z.copy(), momentum=np.zeros_like(z),
+                         squares=None, bandwidths=None, anchor=z.copy())  # fmt: skip
+
+
+def next_rows(rng, state: ParticleState, settings: ParticleSettings):
+    """``(rows, state)``: the next batch of the epoch, or every row when a batch holds them
+    all (then without drawing from ``rng``)."""
+    if settings.batch_size == settings.n_data:
+        return np.arange(settings.n_data), state
+    rows, permutation, cursor = next_epoch_batch(
+        rng, settings.n_data, settings.batch_size, state.permutation, state.cursor
+    )
+    return rows, state._replace(permutation=permutation, cursor=cursor)
+
+
+def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettings):
+    """One step of all particles.
+
+    The velocity ``v`` of ``settings.method`` (:func:`svgd_velocity` with Liu & Wang's
+    2016 kernel, or :func:`coordinate_svgd_velocity` plus :func:`linear_svgd_velocity`;
+    :func:`wasserstein_velocity`, :func:`blob_velocity` or :func:`pisgld_velocity` of Chen
+    et al. 2018), divided by AdaGrad's root mean square if set, moves the particles by
+    ``step_size * v``, or during the first ``momentum_steps`` by ``step_size * m`` with
+    ``m = beta m + v``. The linear part of the per-coordinate kernel is added outside the
+    heavy ball. When the log density or a gradient is not finite, the particles are not
+    moved; when they move more than ``sg_chain.RUNAWAY_DISTANCE`` preconditioned units from the
+    start, the state is the one reached. Either is reported in ``divergence``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Draws the epochs' permutations of the rows (nothing when a batch holds every row).
+    state : ParticleState
+    estimate : callable
+        ``estimate(thetas, rows) -> (log densities (M,), gradients (M, d))`` in ``theta``.
+    settings : ParticleSettings
+
+    Returns
+    -------
+    state : ParticleState
+    info : ParticleInfo
+    """
+    step_size = float(settings.schedule(state.steps))
+    rows, state = next_rows(rng, state, settings)
+    preconditioner, z = settings.preconditioner, state.position
+    logp, grads = estimate(preconditioner.to_theta(z), rows)
+    bad = ~(np.isfinite(logp) & np.all(np.isfinite(grads), axis=1))
+    if bad.any():
+        divergence = ParticleDivergence("non-finite", int(bad.sum()), np.nan, None, np.nan)
+        return state, _stopped(step_size, logp, divergence)
+    grads_z = preconditioner.gradient_to_z(grads)
+    bandwidths = state.bandwidths
+    if settings.kernel == "joint":
+        bandwidth = settings.bandwidth_scale * median_bandwidth(squared_distances(z, z))
+    else:
+        if state.steps % COORDINATE_BANDWIDTH_EVERY == 0:
+            bandwidths = settings.bandwidth_scale * coordinate_bandwidths(z)
+        bandwidth = bandwidths
+    velocity = _velocity(settings, z, state.previous, grads_z, bandwidth)
+    squares = state.squares
+    if settings.adagrad:
+        squares = velocity**2 if squares is None else (
+            ADAGRAD_DECAY * squares + (1 - ADAGRAD_DECAY) * velocity**2
+        )  # fmt: skip
+        velocity = velocity / (ADAGRAD_FUDGE + np.sqrt(squares))
+    move, carried = velocity, state.momentum
+    if state.steps < settings.momentum_steps:
+        carried = settings.momentum * carried + velocity
+        move = carried
+    if settings.kernel == "coordinates":
+        # the moment-matching part, outside the heavy ball, which would amplify its pull on
+        # a coordinate whose particles are close together
+        linear = linear_svgd_velocity(z, grads_z)
+        move, velocity = move + linear, velocity + linear
+    moved = z + step_size * move
+    state = state._replace(position=moved, previous=z, momentum=carried, squares=squares,
+                           bandwidths=bandwidths, steps=state.steps + 1)  # fmt: skip
+    drift, rate = _drift_and_spread_rate(z, velocity)
+    info = ParticleInfo(
+        step_size=step_size,
+        bandwidth=np.median(bandwidth),
+        log_density=logp,
+        mean_grad_norm=np.mean(np.linalg.norm(grads, axis=1)),
+        mean_velocity_norm=np.mean(np.linalg.norm(velocity, axis=1)),
+        spread=np.sqrt(np.mean(np.var(z, axis=0))),
+        drift=drift,
+        spread_rate=rate,
+        divergence=_runaway(moved, state.anchor, preconditioner),
+    )
+    return state, info
+
+
+def _velocity(settings, z, previous, grads, bandwidth):
+    lam = bandwidth if settings.entropic_reg is None else settings.entropic_reg
+    gamma = settings.wasserstein_weight
+    if settings.kernel == "coordinates":
+        return coordinate_svgd_velocity(z, grads, bandwidth)
+    if settings.method == "svgd":
+        return svgd_velocity(z, grads, bandwidth)
+    if settings.method == "wsgld_blob":
+        return blob_velocity(z, grads, bandwidth)
+    if settings.method == "wsgld":
+        return wasserstein_velocity(z, previous, grads, lam, gamma)
+    return pisgld_velocity(z, previous, grads, bandwidth, lam, gamma)
+
+
+def _stopped(step_size, logp, divergence):
+    """The info of a step that did not move the particles."""
+    return ParticleInfo(step_size, math.nan, logp, math.nan, math.nan, math.nan,
+                        None, math.nan, divergence)  # fmt: skip
+
+
+def _runaway(z, anchor, preconditioner):
+    """A :class:`ParticleDivergence` naming the coordinate of ``theta`` that moved furthest,
+    in its own sds, when the particles ran away; else ``None``."""
+    distance = runaway_distance(z, anchor)
+    if distance is None:
+        return None
+    scale = np.sqrt(preconditioner.covariance_diagonal())
+    moves = np.max(np.abs(preconditioner.to_theta(z - anchor)), axis=0) / scale
+    worst = int(np.argmax(np.where(np.isnan(moves), np.inf, moves)))
+    return ParticleDivergence("ran away", 0, distance, worst, float(moves[worst]))
+
+
+def _drift_and_spread_rate(z, velocity):
+    """The particles' mean velocity and the relative rate at which their spread changes,
+    ``d log(rms distance to their mean) / dt``."""
+    centred, centred_velocity = z - z.mean(axis=0), velocity - velocity.mean(axis=0)
+    spread = np.sum(centred**2)
+    rate = np.sum(centred * centred_velocity) / spread if spread > 0 else 0.0
+    return velocity.mean(axis=0), rate
+
+
+State, Info = ParticleState, ParticleInfo

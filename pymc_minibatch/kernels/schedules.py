@@ -73,6 +73,36 @@ class CyclicalSchedule(NamedTuple):
         return 0.5 * self.initial * (np.cos(np.pi * phase) + 1.0)
 
 
+class HoldThenDecay(NamedTuple):
+    """``h(t) = initial`` for ``t <= half``, then ``initial * rate^(t - half)``.
+
+    The default of :func:`pymc_minibatch.sample_particles` without control variates:
+    ``rate`` takes the step from ``initial`` to ``final`` at ``t = n_steps - 1``. Build it
+    with :func:`hold_then_decay`.
+
+    Examples
+    --------
+    >>> from pymc_minibatch.kernels.schedules import hold_then_decay
+    >>> hold_then_decay(0.1, 0.001, n_steps=5)([0, 2, 3, 4]).round(6).tolist()
+    [0.1, 0.1, 0.01, 0.001]
+    """
+
+    initial: float
+    half: int
+    rate: float
+
+    def __call__(self, t):
+        return self.initial * self.rate ** np.maximum(np.asarray(t) - self.half, 0)
+
+
+def hold_then_decay(initial, final, n_steps) -> HoldThenDecay:
+    """``initial`` for the first half of ``n_steps`` steps, then a geometric decay to
+    ``final`` at the last (:class:`HoldThenDecay`)."""
+    half = n_steps // 2
+    rate = (final / initial) ** (1.0 / max(n_steps - 1 - half, 1))
+    return HoldThenDecay(float(initial), half, rate)
+
+
 def constant(value) -> ConstantSchedule:
     """A constant step size ``h(t) = value``.
 

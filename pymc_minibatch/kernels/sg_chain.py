@@ -12,7 +12,8 @@ estimate (plain or with control variates).
 - :func:`run`: ``n`` updates (next batch of the epoch, or a stratified batch; one Euler step,
   resampling when due, divergence check), stopping at the first divergence; its
   :class:`SGInfo` holds every statistic of the last update.
-- :func:`find_divergence`: a non-finite value, or a chain that ran away from its anchor.
+- :func:`find_divergence`: a non-finite value, or a chain that ran away from its anchor
+  (:func:`runaway_distance`, which the particle methods' kernel shares).
 """
 
 import math
@@ -191,9 +192,17 @@ def find_divergence(state: SGState, log_density, grad_norm) -> Divergence | None
         bad = [name for name, value in parts.items() if not np.all(np.isfinite(value))]
         return Divergence(f"non-finite {', '.join(bad)}", *largest_move(state))
     anchor_z = state.preconditioner.to_z(state.anchor)
-    if np.abs(state.position - anchor_z).max() > RUNAWAY_DISTANCE:
+    if runaway_distance(state.position, anchor_z) is not None:
         return Divergence("ran away", *largest_move(state))
     return None
+
+
+def runaway_distance(position, anchor):
+    """The largest distance of ``position`` from ``anchor`` (both in ``z``; any shape, e.g.
+    one chain's ``(d,)`` or particles' ``(M, d)``) when it is beyond ``RUNAWAY_DISTANCE`` or
+    not finite, else ``None``."""
+    distance = float(np.abs(position - anchor).max())
+    return None if distance <= RUNAWAY_DISTANCE else distance
 
 
 def largest_move(state: SGState):
