@@ -146,21 +146,12 @@ class Decision(NamedTuple):
     """How far a row left its global bounds, relative to its size (PoissonMH)."""
 
 
-class Info(NamedTuple):
-    accept: float
-    accepted: bool
-    batch_size: int
-    kept: int
-    expected_batch_size: float
-    fallback: bool
-    nonfinite: bool
-    bound_ratio: float
-    bound_excess: float
-    outside_region: bool
-    squared_jump: float
-    """``||z' - z||^2`` in whitened coordinates when ``params.search``, else NaN."""
-    chi_tuning: ChiTuning | None
-    """The tuning of ``chi`` after this step's metric (when ``params.chi_tuning``)."""
+#: A step's report: its rule's :class:`Decision`, then ``outside_region`` (a point lay outside
+#: the trust region), ``squared_jump`` (``||z' - z||^2`` in whitened coordinates when
+#: ``params.search``, else NaN) and ``chi_tuning`` (the tuning of ``chi`` after this step's
+#: metric, when ``params.chi_tuning``).
+Info = NamedTuple("Info", [*Decision.__annotations__.items(), ("outside_region", bool),
+                           ("squared_jump", float), ("chi_tuning", ChiTuning | None)])  # fmt: skip
 
 
 Rule = Callable[[np.random.Generator, float, Move, Params], Decision]

@@ -207,13 +207,8 @@ class BoundedMinibatchStep(ExactMHStep):
         return self.proposal == "pcn" and self.fixed_rho is None and self.tune
 
     def _set_rho(self, rho):
-        if rho != self.rho:
-            self.rho = rho
-            self.proposal_changed()
+        self.rho = rho
         self.proposal_scale = pcn_noise_scale(rho)
-
-    def proposal_changed(self):
-        """Called when the pCN correlation changes while tuning (TunaMH re-tunes ``chi``)."""
 
 
 def resolve_bounds(bounds, minibatch_model, control_variates="auto", trust_region=None):

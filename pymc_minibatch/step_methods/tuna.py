@@ -225,10 +225,6 @@ class TunaMH(BoundedMinibatchStep):
             self.group_state = self.group_moves.stop_tuning(self.group_state)
         super().stop_tuning()
 
-    def proposal_changed(self):
-        # M's scale changes with the pCN correlation: tune chi anew
-        self.chi_tuning = self.chi_tuning._replace(mean_metric=None)
-
     def kernel_params(self, proposal=None, conditional=None):
         chi = self.chi_tuning
         # a running mean of M while tuning (also seeds chi when a chain starts untuned)
@@ -249,9 +245,12 @@ class TunaMH(BoundedMinibatchStep):
         return (info.chi_tuning if tuned else self.chi_tuning).chi
 
     def tune_after(self, info):
+        rho = self.rho
         if info.chi_tuning is not None:
             self.chi_tuning = info.chi_tuning
         super().tune_after(info)
+        if self.rho != rho:  # M's scale changes with the pCN correlation: tune chi anew
+            self.chi_tuning = self.chi_tuning._replace(mean_metric=None)
 
     def astep(self, q0: RaveledVars):
         if self.group_moves is None:
