@@ -204,7 +204,15 @@ class PairMetrics(NamedTuple):
     """``metrics(theta, theta', whitened)``: :meth:`Bounds.metrics` over fixed coordinates,
     as the exact MH kernel calls it (:class:`~pymc_minibatch.kernels.exact_mh.ExactModel`).
     ``whitened``, the pair's ``(z, z')`` when the caller has them, is used only when the
-    bounds whiten as the proposal does (same factor, same center)."""
+    bounds whiten as the proposal does (same factor, same center).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> metrics = PairMetrics(Bounds(np.ones(10)), None, shares_whitening=False)
+    >>> metrics(np.zeros(2), np.array([3.0, 4.0]))
+    array([5.])
+    """
 
     bounds: Bounds
     indices: np.ndarray | None
