@@ -19,10 +19,9 @@ class ExactMHStep(MetropolisStep):
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
-        theta = q0.data
-        state = exact_mh.State(theta, self.current_logdensity(theta, self.exact_model.logdensity))
-        state, info = exact_mh.step(self.rng, state, self.exact_model, self.kernel_params(),
-                                    self.rule)  # fmt: skip
+        theta, model = q0.data, self.exact_model
+        state = exact_mh.State(theta, self.current_logdensity(theta, model.logdensity))
+        state, info = exact_mh.step(self.rng, state, model, self.kernel_params(), self.rule)
         self.check_bounds(info)
         if info.accepted:
             self.remember(state.position, state.logdensity)
