@@ -189,7 +189,8 @@ def regression_model(kind, n_rows, n_features, memmap_dir=None):
 
 # ---- samplers ------------------------------------------------------------------------------
 def tuned_floor(chi, n_rows):
-    """TunaMH's ``C E[M]`` from its tuned ``chi = kappa / (C E[M])`` (inverts ``_tuned_chi``)."""
+    """TunaMH's ``C E[M]`` from its tuned ``chi = kappa / (C E[M])`` (inverts
+    :func:`~pymc_minibatch.kernels.exact_tuning.chi_update`)."""
     floor = TARGET_KAPPA / chi
     if (1.0 + TARGET_KAPPA) * floor <= MAX_BATCH_FRACTION * n_rows:
         return floor

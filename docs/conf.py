@@ -190,8 +190,8 @@ autodoc_default_options = {
     "members": True,
     # PyMC's step-method plumbing, called by pm.sample and not by users
     "exclude-members": "astep, stats_dtypes_shapes, reset_tuning, stop_tuning, competence, "
-    "decide, info_stats, metropolis_stats, adapt_proposal_scale, default_step_size, remember, "
-    "recall, current_logprior",
+    "kernel_params, check_bounds, info_stats, tune_after, metropolis_stats, "
+    "adapt_proposal_scale, default_step_size, remember, recall, current_logdensity",
 }
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True

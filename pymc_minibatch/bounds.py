@@ -34,6 +34,8 @@ log-likelihood ``|y_i - x_i' beta| / b`` is ``||x_i|| / b``-Lipschitz in ``beta`
 (100,)
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from pymc_minibatch.kernels.arrowhead import ArrowheadFactor
@@ -196,6 +198,29 @@ class Bounds:
 
     def __getstate__(self):
         return {**self.__dict__, "_row_sampler": None}  # rebuilt on demand, never shipped
+
+
+class PairMetrics(NamedTuple):
+    """``metrics(theta, theta', whitened)``: :meth:`Bounds.metrics` over fixed coordinates,
+    as the exact MH kernel calls it (:class:`~pymc_minibatch.kernels.exact_mh.ExactModel`).
+    ``whitened``, the pair's ``(z, z')`` when the caller has them, is used only when the
+    bounds whiten as the proposal does (same factor, same center).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> metrics = PairMetrics(Bounds(np.ones(10)), None, shares_whitening=False)
+    >>> metrics(np.zeros(2), np.array([3.0, 4.0]))
+    array([5.])
+    """
+
+    bounds: Bounds
+    indices: np.ndarray | None
+    shares_whitening: bool
+
+    def __call__(self, theta, theta2, whitened=None):
+        shared = whitened if self.shares_whitening else None
+        return self.bounds.metrics(theta, theta2, self.indices, shared)
 
 
 def _operator(whiten):

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pymc_minibatch.kernels.exact_mh import Decision, Move, Params, full_data_mh
 from pymc_minibatch.kernels.random_walk import log_accept_to_prob
 
 
@@ -41,23 +42,6 @@ class GlobalRowBounds(NamedTuple):
     """Draws ``size`` rows with probability ``M_i / L``."""
 
 
-class PoissonMHInfo(NamedTuple):
-    accept: float
-    accepted: bool
-    batch_size: int
-    """Rows drawn (B), or N on a full-data fallback step."""
-    kept: int
-    """Size of the kept multiset (sum of the ``s_i``)."""
-    expected_batch_size: float
-    """``lambda + L``."""
-    fallback: bool
-    nonfinite: bool
-    """A log-density at the proposal was NaN or infinite; the proposal was rejected."""
-    bound_excess: float
-    """Largest ``(l_i - upper_i)`` or ``(lower_i - l_i)``, relative to ``max(1, |l_i|)``,
-    over the evaluated rows: above rounding level the bounds are violated."""
-
-
 def bound_excess(loglik: np.ndarray, lower: np.ndarray, spread: np.ndarray) -> float:
     """How far ``loglik`` leaves ``[lower, lower + spread]``, relative to its magnitude."""
     if loglik.size == 0:
@@ -66,47 +50,37 @@ def bound_excess(loglik: np.ndarray, lower: np.ndarray, spread: np.ndarray) -> f
     return float(np.max(outside / np.maximum(1.0, np.abs(loglik))))
 
 
-def poisson_mh_step(
-    rng: np.random.Generator,
-    exact_log_ratio: float,
-    poisson_rate: float,
-    bounds: GlobalRowBounds,
-    loglik_current: Callable[[np.ndarray], np.ndarray],
-    loglik_proposal: Callable[[np.ndarray], np.ndarray],
-    full_loglik_diff: Callable[[], float],
-    n_data: int,
-    fallback: bool = True,
-) -> PoissonMHInfo:
-    """Decide one PoissonMH proposal; the caller moves to it when ``info.accepted``.
+def poisson_mh_rule(rng: np.random.Generator, exact_log_ratio: float, move: Move,
+                    params: Params) -> Decision:  # fmt: skip
+    """PoissonMH's acceptance rule (:mod:`pymc_minibatch.kernels.exact_mh`).
 
     ``exact_log_ratio`` is ``log p(theta') - log p(theta)`` (priors and Jacobians; ``-inf``
     outside the support, where the proposal is rejected without touching the data);
-    ``loglik_current(idx)`` / ``loglik_proposal(idx)`` give rows' log-likelihoods at the two
-    points; ``full_loglik_diff()`` the full-data difference, used when ``fallback`` and
-    ``lambda + L >= n_data``; ``poisson_rate`` is ``lambda``.
+    ``params.rows`` the :class:`GlobalRowBounds`, ``params.poisson_rate`` ``lambda``; the rows'
+    log-likelihoods at each point come from ``move.model.loglik``. A full-data MH step is
+    taken when ``params.fallback`` and ``lambda + L >= n_data``. The
+    :class:`~pymc_minibatch.kernels.exact_mh.Decision`'s ``bound_excess`` is the largest
+    relative excursion of an evaluated row out of its bounds.
     """
+    bounds, poisson_rate, n_data = params.rows, params.poisson_rate, params.n_data
     expected = poisson_rate + bounds.total
     if not np.isfinite(exact_log_ratio):
-        return PoissonMHInfo(0.0, False, 0, 0, expected, False, True, 0.0)
-    if fallback and expected >= n_data:
-        log_ratio = exact_log_ratio + full_loglik_diff()
-        if not np.isfinite(log_ratio):
-            return PoissonMHInfo(0.0, False, n_data, n_data, expected, True, True, 0.0)
-        accepted = bool(np.log(rng.uniform()) < log_ratio)
-        return PoissonMHInfo(
-            log_accept_to_prob(log_ratio), accepted, n_data, n_data, expected, True, False, 0.0
-        )
+        return Decision(0.0, False, 0, 0, expected, False, True, 0.0)
+    if params.fallback and expected >= n_data:
+        accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, move.full_loglik_diff)
+        return Decision(accept, accepted, n_data, n_data, expected, True, nonfinite, 0.0)
+    loglik, theta, proposal = move.model.loglik, move.theta, move.proposal
     batch_size = int(rng.poisson(expected))
     idx = bounds.sample(rng, batch_size)
-    current = loglik_current(idx)
+    current = loglik(theta, idx)
     excess = bound_excess(current, bounds.lower[idx], bounds.spread[idx])
     base = poisson_rate * bounds.spread[idx] / bounds.total
     phi = np.clip(current - bounds.lower[idx], 0.0, bounds.spread[idx])
     keep = rng.random(batch_size) * (base + bounds.spread[idx]) < base + phi
     rows, first, counts = np.unique(idx[keep], return_index=True, return_counts=True)
-    proposed = loglik_proposal(rows)
+    proposed = loglik(proposal, rows)
     if not np.all(np.isfinite(proposed)):
-        return PoissonMHInfo(0.0, False, batch_size, counts.sum(), expected, False, True, excess)
+        return Decision(0.0, False, batch_size, counts.sum(), expected, False, True, 0.0, excess)
     excess = max(excess, bound_excess(proposed, bounds.lower[rows], bounds.spread[rows]))
     kept_base, kept_phi = base[keep][first], phi[keep][first]
     phi_proposed = np.clip(proposed - bounds.lower[rows], 0.0, bounds.spread[rows])
@@ -116,13 +90,5 @@ def poisson_mh_step(
         )
     log_ratio = exact_log_ratio + log_lik_ratio
     accepted = bool(np.log(rng.uniform()) < log_ratio)
-    return PoissonMHInfo(
-        log_accept_to_prob(log_ratio),
-        accepted,
-        batch_size,
-        int(counts.sum()),
-        expected,
-        False,
-        False,
-        excess,
-    )
+    return Decision(log_accept_to_prob(log_ratio), accepted, batch_size, int(counts.sum()),
+                    expected, False, False, 0.0, excess)  # fmt: skip

@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pymc_minibatch.kernels.exact_mh import Decision, Move, Params, full_data_mh
 from pymc_minibatch.kernels.random_walk import log_accept_to_prob
 
 
@@ -75,23 +76,6 @@ def single_group(c, total, sample):
                      np.array([np.size(c)]))  # fmt: skip
 
 
-class TunaInfo(NamedTuple):
-    accept: float
-    accepted: bool
-    batch_size: int
-    """Rows evaluated (drawn, and every row of the groups evaluated whole), or N on a
-    full-data fallback step."""
-    kept: int
-    """Rows kept in the auxiliary multiset (|I|)."""
-    expected_batch_size: float
-    """lambda = sum_g (chi C m_g^2 + m_g) C_g (``chi C^2 m^2 + C m`` for one group)."""
-    fallback: bool
-    nonfinite: bool
-    """A log-density at the proposal was NaN or infinite; the proposal was rejected."""
-    bound_ratio: float
-    """max_i |Delta_i| / (c_i m_i) over the drawn rows: above 1 the bounds are violated."""
-
-
 def group_rates(chi: float, bounds: RowBounds, metrics) -> np.ndarray:
     """``lambda_g = (chi C m_g^2 + m_g) C_g``: the expected rows drawn in each group."""
     metrics = np.asarray(metrics, dtype=np.float64)
@@ -111,11 +95,11 @@ def whole_groups(rates, bounds: RowBounds) -> np.ndarray:
     return np.flatnonzero((rates >= bounds.group_sizes) & (bounds.group_sizes > 0))
 
 
-def draw_counts(rng, rates, lam, whole, bounds: RowBounds) -> np.ndarray:
+def draw_counts(rng, rates, expected, whole, bounds: RowBounds) -> np.ndarray:
     """Rows to draw from each group: ``Poisson(lambda_g)``, none from the groups ``whole``
     (``Poisson(lambda)`` in one group)."""
     if bounds.group_rows is None:
-        return np.array([rng.poisson(lam)])
+        return np.array([rng.poisson(expected)])
     return rng.poisson(np.where(np.isin(np.arange(rates.size), whole), 0.0, rates))
 
 
@@ -181,58 +165,38 @@ def tuna_log_ratio(
     return log_ratio + exact, int(keep.sum()), bound_ratio, True, evaluated
 
 
-def tuna_step(
-    rng: np.random.Generator,
-    exact_log_ratio: float,
-    metrics,
-    chi: float,
-    bounds: RowBounds,
-    loglik_pair: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-    full_loglik_diff: Callable[[], float],
-    n_data: int,
-    fallback: bool = True,
-    full_data: bool = False,
-) -> TunaInfo:
-    """Decide one TunaMH proposal; the caller moves to it when ``info.accepted``.
+def tuna_rule(rng: np.random.Generator, exact_log_ratio: float, move: Move,
+              params: Params) -> Decision:  # fmt: skip
+    """TunaMH's acceptance rule (:mod:`pymc_minibatch.kernels.exact_mh`).
 
-    ``metrics``: ``M_g(theta, theta')`` of each group of rows (a scalar for one group).
-    ``exact_log_ratio`` is the part of the log acceptance ratio computed exactly:
-    ``log p(theta') - log p(theta)`` (priors and Jacobians), plus the linear remainder when
-    ``loglik_pair`` gives control-variate residuals;
-    ``full_loglik_diff()`` returns the full-data log-likelihood difference, used only on a
-    fallback step: ``lambda >= n_data`` and ``fallback``, or ``full_data`` (set by the
-    caller from a symmetric function of the two points, such as both lying in a trust
-    region; exactness is kept for the same reason). With several groups, a group whose
-    expected draws reach its number of rows is evaluated whole (again a symmetric choice).
+    ``move.metrics``: ``M_g(theta, theta')`` of each group of rows (one for one group);
+    ``params.rows`` the :class:`RowBounds`, ``params.chi``. ``exact_log_ratio`` is the part
+    of the log acceptance ratio computed exactly (priors, Jacobians, the proposal's density
+    ratio and the control variates' remainder). The step is a full-data MH step when
+    ``lambda >= n_data`` and ``params.fallback``, or when ``move.full_data`` (a symmetric
+    function of the two points, such as both lying in a trust region; exactness is kept for
+    the same reason). With several groups, a group whose expected draws reach its number of
+    rows is evaluated whole (again a symmetric choice).
     """
-    metrics = np.atleast_1d(np.asarray(metrics, dtype=np.float64))
+    bounds, chi, n_data = params.rows, params.chi, params.n_data
+    metrics = np.atleast_1d(np.asarray(move.metrics, dtype=np.float64))
     rates = group_rates(chi, bounds, metrics)
-    lam = float(rates.sum())
+    expected = float(rates.sum())
     if not np.isfinite(exact_log_ratio):
-        return TunaInfo(0.0, False, 0, 0, lam, False, True, 0.0)
-    if full_data or (fallback and lam >= n_data):
-        accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, full_loglik_diff)
-        return TunaInfo(accept, accepted, n_data, n_data, lam, True, nonfinite, np.nan)
+        return Decision(0.0, False, 0, 0, expected, False, True, 0.0)
+    if move.full_data or (params.fallback and expected >= n_data):
+        accept, accepted, nonfinite = full_data_mh(rng, exact_log_ratio, move.full_loglik_diff)
+        return Decision(accept, accepted, n_data, n_data, expected, True, nonfinite, np.nan)
     whole = whole_groups(rates, bounds)
     if bounds.always_whole.size:
         whole = np.union1d(bounds.always_whole, whole)
-    counts = draw_counts(rng, rates, lam, whole, bounds)
+    counts = draw_counts(rng, rates, expected, whole, bounds)
     log_lik_ratio, kept, bound_ratio, finite, evaluated = tuna_log_ratio(
-        rng, metrics, chi, bounds, loglik_pair, counts, whole
+        rng, metrics, chi, bounds, move.row_pair, counts, whole
     )
     if not finite:
-        return TunaInfo(0.0, False, evaluated, 0, lam, False, True, bound_ratio)
+        return Decision(0.0, False, evaluated, 0, expected, False, True, bound_ratio)
     log_ratio = exact_log_ratio + log_lik_ratio
     accepted = bool(np.log(rng.uniform()) < log_ratio)
-    return TunaInfo(
-        log_accept_to_prob(log_ratio), accepted, evaluated, kept, lam, False, False, bound_ratio
-    )
-
-
-def full_data_mh(rng: np.random.Generator, exact_log_ratio: float,
-                 full_loglik_diff: Callable[[], float]):  # fmt: skip
-    """A Metropolis–Hastings decision on all rows: ``(accept, accepted, nonfinite)``."""
-    log_ratio = exact_log_ratio + full_loglik_diff()
-    if not np.isfinite(log_ratio):
-        return 0.0, False, True
-    return log_accept_to_prob(log_ratio), bool(np.log(rng.uniform()) < log_ratio), False
+    accept = log_accept_to_prob(log_ratio)
+    return Decision(accept, accepted, evaluated, kept, expected, False, False, bound_ratio)

@@ -262,13 +262,13 @@ class MetropolisStep(MinibatchStep):
         unchanged = all(np.array_equal(others[name], current[name]) for name in current)
         return value if unchanged else None
 
-    def current_logprior(self, theta):
-        """The log prior at the chain's current point ``theta``: recalled when the last
-        step remembered it (a step that accepts remembers its proposal's), else evaluated
-        and remembered."""
+    def current_logdensity(self, theta, logdensity):
+        """``logdensity(theta)`` at the chain's current point ``theta`` (the log prior, or the
+        log posterior): recalled when the last step remembered it (a step that accepts
+        remembers its proposal's), else evaluated and remembered."""
         value = self.recall(theta)
         if value is None:
-            value = self.minibatch_model.logprior(theta)
+            value = logdensity(theta)
             self.remember(theta, value)
         return value
 

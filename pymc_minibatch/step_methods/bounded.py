@@ -1,23 +1,22 @@
 """Shared wiring of the exact minibatch MH steps that rely on per-row bounds (TunaMH, TFMH)."""
 
 import numpy as np
-from pymc.blocking import RaveledVars
 from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_float
-from pymc_minibatch.bounds import BOUND_TOLERANCE, Bounds
+from pymc_minibatch.bounds import BOUND_TOLERANCE, Bounds, PairMetrics
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
-from pymc_minibatch.kernels.pcn import (
-    RHO_CANDIDATES,
-    RhoSearch,
-    pcn_propose,
-    rho_search_best,
-    rho_search_candidate,
-    rho_search_init,
-    rho_search_update,
+from pymc_minibatch.kernels.exact_mh import ExactModel
+from pymc_minibatch.kernels.exact_tuning import (
+    RhoTuning,
+    pcn_noise_scale,
+    rho_final,
+    rho_init,
+    rho_searching,
+    rho_update,
 )
-from pymc_minibatch.kernels.random_walk import propose
+from pymc_minibatch.kernels.pcn import RhoSearch
 from pymc_minibatch.kernels.tuna import RowBounds, single_group
 from pymc_minibatch.model.expansions import (
     default_group_radius,
@@ -27,6 +26,7 @@ from pymc_minibatch.model.expansions import (
 from pymc_minibatch.model.lipschitz import derive_bounds, linear_predictors, observed_families
 from pymc_minibatch.model.region import needs_row_expansions
 from pymc_minibatch.step_methods.base import MetropolisStep, MetropolisStepState
+from pymc_minibatch.step_methods.exact import ExactMHStep
 from pymc_minibatch.step_methods.residuals import (
     FirstOrderResiduals,
     PlainRows,
@@ -42,7 +42,7 @@ class BoundedStepState(MetropolisStepState):
     rho_search: RhoSearch
 
 
-class BoundedMinibatchStep(MetropolisStep):
+class BoundedMinibatchStep(ExactMHStep):
     """A proposal, bounds ``c_i`` with metric ``M``, row terms, and an exact prior term.
 
     The row terms are the log-likelihoods, or with control variates of order 1 or 2 their
@@ -57,14 +57,8 @@ class BoundedMinibatchStep(MetropolisStep):
     the ``outside_region`` statistic); the choice depends only on the pair, so the chain
     stays exact.
 
-    Subclasses implement ``decide(theta, proposal, exact_diff, metrics, row_pair, full_diff,
-    full_data)`` (``exact_diff``: the log-ratio terms computed exactly; ``metrics``: the
-    metric of each group of rows, :meth:`~pymc_minibatch.bounds.Bounds.metrics`;
-    ``row_pair(idx)``: the
-    row terms at both points; ``full_diff()``: the exact full-data difference of the row
-    terms; ``full_data``: take a full-data step),
-    returning a kernel ``Info`` with at least ``accept``, ``accepted``, ``nonfinite``,
-    ``bound_ratio`` and ``batch_size``, and ``info_stats(info)`` for their extra statistics.
+    The transition is one call of :func:`pymc_minibatch.kernels.exact_mh.step`; a subclass
+    sets its acceptance ``rule`` and the statistics it adds (``info_stats``).
     """
 
     stats_dtypes_shapes = {
@@ -127,15 +121,28 @@ class BoundedMinibatchStep(MetropolisStep):
 
     def reset_tuning(self):
         super().reset_tuning()
-        self.rho_search = rho_search_init()
-        self.rho = RHO_CANDIDATES[0] if self.fixed_rho is None else self.fixed_rho
+        tuning = rho_init()
+        self.rho_search = tuning.search
+        self.rho = tuning.rho if self.fixed_rho is None else self.fixed_rho
         if self.proposal == "pcn":
             self._set_rho(self.rho)
 
     def stop_tuning(self):
-        if self.tune and self.proposal == "pcn" and self.fixed_rho is None:
-            self._set_rho(RHO_CANDIDATES[rho_search_best(self.rho_search)])
+        if self._tunes_rho():
+            self._set_rho(rho_final(RhoTuning(self.rho, self.rho_search)))
         super().stop_tuning()
+
+    @property
+    def exact_model(self):
+        """The kernel's model: the prior exact, the row terms and their remainder, the
+        bounds' metric and trust region, the whitening of the pCN proposal."""
+        mm, residuals, bounds = self.minibatch_model, self.residuals, self.bounds
+        return ExactModel(
+            mm.logprior, residuals.remainder, residuals.row_pair, full_loglik=mm.full_loglik,
+            metrics=PairMetrics(bounds, self.metric_indices, self._bounds_whiten_like_expansion),
+            inside_region=bounds.inside_region, whitened=getattr(residuals, "whitened", None),
+            from_whitened=getattr(residuals, "from_whitened", None),
+        )
 
     def row_bounds(self):
         """The kernels' :class:`~pymc_minibatch.kernels.tuna.RowBounds`: rows drawn ahead
@@ -156,119 +163,54 @@ class BoundedMinibatchStep(MetropolisStep):
         return RowBounds(bounds.c, float(totals.sum()), rows.sample, totals, rows.sizes,
                          rows.rows_of, whole)  # fmt: skip
 
-    def astep(self, q0: RaveledVars):
-        q0 = self.chain_start(q0)
-        theta = q0.data
-        searching = self._search_candidate()
-        if searching is not None:
-            self._set_rho(RHO_CANDIDATES[searching])
-        proposal, proposal_log_ratio, whitened = self._propose(theta)
-        info, logprior_proposal, inside = self.decide_proposal(
-            theta, proposal, proposal_log_ratio, self.current_logprior(theta), searching,
-            whitened,
-        )
-        stats = {
-            **self.metropolis_stats(info),
-            "batch_size": info.batch_size,
+    def kernel_params(self, proposal=None, conditional=None):
+        """The kernel's settings: this step's proposal, or ``proposal="conditional"`` with a
+        :class:`~pymc_minibatch.kernels.exact_mh.Conditional` block."""
+        searching = self._tunes_rho() and rho_searching(RhoTuning(self.rho, self.rho_search))
+        return super().kernel_params()._replace(
+            proposal=self.proposal if proposal is None else proposal, rho=self.rho,
+            conditional=conditional, search=searching, rows=self.row_bounds(),
+        )  # fmt: skip
+
+    def check_bounds(self, info):
+        """Raise :class:`~pymc_minibatch.exceptions.BoundViolationError` when an evaluated
+        row broke its bound (``bound_ratio`` above 1 beyond rounding)."""
+        if info.bound_ratio > 1.0 + BOUND_TOLERANCE:
+            raise BoundViolationError(
+                f"{type(self).__name__}: |U_i(theta') - U_i(theta)| reached "
+                f"{info.bound_ratio:.6g} x c_i M(theta, theta') at a row; the bounds are too "
+                "small for this model, so the draws would not be exact. Pass larger bounds."
+            )
+
+    def info_stats(self, info):
+        return {
             "expected_batch_size": info.expected_batch_size,
             "bound_ratio": info.bound_ratio,
             "expansion_order": self.residuals.order,
             "rho": self.rho if self.proposal == "pcn" else np.nan,
-            "outside_region": not inside,
-            **self.info_stats(info),
+            "outside_region": info.outside_region,
         }
-        if info.accepted:
-            theta = proposal
-            self.remember(proposal, logprior_proposal)
+
+    def tune_after(self, info):
+        """The random walk's scale, or while searching, pCN's correlation."""
         if self.proposal == "rw":
             self.adapt_proposal_scale(info.accept)
-        return RaveledVars(theta, q0.point_map_info), [stats]
+        elif self._tunes_rho():
+            self.tune_rho(info)
 
-    def decide_proposal(self, theta, proposal, proposal_log_ratio, logprior_current,
-                        searching, whitened=None):  # fmt: skip
-        """Decide ``proposal`` with the bounds: ``(info, log prior at the proposal, whether
-        both points lie in the trust region)``.
+    def tune_rho(self, info):
+        """Add a step to the search of pCN's correlation and set the next one."""
+        tuning = rho_update(RhoTuning(self.rho, self.rho_search), info.accept,
+                            info.squared_jump, info.batch_size)  # fmt: skip
+        self.rho_search = tuning.search
+        self._set_rho(tuning.rho)
 
-        ``proposal_log_ratio`` is the proposal's part of the exact log-ratio; the prior
-        difference and the remainder of the row terms' expansions join it here. While
-        ``searching`` (a candidate rho's index), the step's squared jump in whitened units
-        is added to the rho search. ``whitened``: ``(z, z')`` of the pair in the expansion's
-        whitening, when known."""
-        model = self.minibatch_model
-        if whitened is None and searching is not None:
-            whitened = self.residuals.whitened(theta), self.residuals.whitened(proposal)
-        shared_whitening = whitened if self._bounds_whiten_like_expansion else None
-        metrics = self.bounds.metrics(theta, proposal, self.metric_indices, shared_whitening)
-        logprior_proposal = model.logprior(proposal)
-        remainder = self.residuals.remainder(theta, proposal)
-        exact_diff = proposal_log_ratio + logprior_proposal - logprior_current + remainder
-
-        def row_pair(idx):
-            return self.residuals.row_pair(theta, proposal, idx)
-
-        def full_diff():
-            return model.full_loglik(proposal) - model.full_loglik(theta) - remainder
-
-        inside = self.bounds.inside_region(theta) and self.bounds.inside_region(proposal)
-        info = self.decide(theta, proposal, exact_diff, metrics, row_pair, full_diff, not inside)
-        self.check_bound_ratio(info.bound_ratio)
-        if searching is not None:
-            jump = whitened[1] - whitened[0]
-            self.rho_search = rho_search_update(
-                self.rho_search, searching, info.accept, float(jump @ jump), info.batch_size
-            )
-        return info, logprior_proposal, inside
-
-    def check_bound_ratio(self, bound_ratio):
-        """Raise :class:`~pymc_minibatch.exceptions.BoundViolationError` when an evaluated
-        row broke its bound (``bound_ratio`` above 1 beyond rounding)."""
-        if bound_ratio > 1.0 + BOUND_TOLERANCE:
-            raise BoundViolationError(
-                f"{type(self).__name__}: |U_i(theta') - U_i(theta)| reached "
-                f"{bound_ratio:.6g} x c_i M(theta, theta') at a row; the bounds are too "
-                "small for this model, so the draws would not be exact. Pass larger bounds."
-            )
-
-    def _propose(self, theta):
-        """A proposal, its part of the exact log-ratio and, for pCN, the whitened pair ``(z,
-        z')`` (else None). The ratio is that of the proposal densities, ``log q(theta |
-        theta') - log q(theta' | theta)``: zero for the random walk; for pCN, reversible for
-        ``pi_hat = N(center, L L')``, ``log pi_hat(theta) - log pi_hat(theta')``."""
-        if self.proposal == "rw":
-            return propose(self.rng, theta, self.proposal_scale, self.proposal_chol), 0.0, None
-        expansion = self.residuals.expansion
-        z = self.residuals.whitened(theta)
-        z2 = pcn_propose(self.rng, z, self.rho)
-        proposal = expansion.center + expansion.factor.to_theta(z2)
-        self.residuals.whitened(proposal, z2)
-        return proposal, 0.5 * float(z2 @ z2 - z @ z), (z, z2)
-
-    def _search_candidate(self):
-        """The candidate rho to run at this step while the search lasts, else None (once
-        it is over, the best candidate is kept for the rest of the tuning, so that ``chi``
-        is tuned for it)."""
-        if self.proposal != "pcn" or self.fixed_rho is not None or not self.tune:
-            return None
-        index = rho_search_candidate(self.rho_search)
-        if index is None:
-            self._set_rho(RHO_CANDIDATES[rho_search_best(self.rho_search)])
-        return index
+    def _tunes_rho(self):
+        return self.proposal == "pcn" and self.fixed_rho is None and self.tune
 
     def _set_rho(self, rho):
-        if rho != self.rho:
-            self.rho = rho
-            self.proposal_changed()
-        # the pCN innovation's scale, in Laplace sds: the analogue of a random walk's step
-        self.proposal_scale = float(np.sqrt(1.0 - rho * rho))
-
-    def proposal_changed(self):
-        """Called when the pCN correlation changes while tuning (subclasses re-tune)."""
-
-    def decide(self, theta, proposal, exact_diff, metrics, row_pair, full_diff, full_data):
-        raise NotImplementedError
-
-    def info_stats(self, info):
-        return {}
+        self.rho = rho
+        self.proposal_scale = pcn_noise_scale(rho)
 
 
 def resolve_bounds(bounds, minibatch_model, expansion_order="auto", trust_region=None):

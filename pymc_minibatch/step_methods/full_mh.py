@@ -1,13 +1,13 @@
 """Full-data random-walk Metropolis–Hastings: the exact reference for minibatch samplers."""
 
 import numpy as np
-from pymc.blocking import RaveledVars
 
-from pymc_minibatch.kernels.random_walk import RWState, rw_step
+from pymc_minibatch.kernels.exact_mh import ExactModel
 from pymc_minibatch.step_methods.base import MetropolisStep
+from pymc_minibatch.step_methods.exact import ExactMHStep
 
 
-class FullMH(MetropolisStep):
+class FullMH(ExactMHStep):
     """Random-walk Metropolis–Hastings on all N rows at every step.
 
     The exact baseline that minibatch samplers are measured against: same Gaussian
@@ -56,21 +56,7 @@ class FullMH(MetropolisStep):
     name = "full_mh"
     stats_dtypes_shapes = {**MetropolisStep.stats_dtypes_shapes, "batch_size": (np.int64, [])}
 
-    def astep(self, q0: RaveledVars):
-        q0 = self.chain_start(q0)
-        model = self.minibatch_model
-        state, info = rw_step(
-            self.rng,
-            self._current_state(q0.data),
-            model.logp,
-            self.proposal_scale,
-            self.proposal_chol,
-        )
-        self.remember(state.position, state)
-        stats = {**self.metropolis_stats(info), "batch_size": model.n_data}
-        self.adapt_proposal_scale(info.accept)
-        return RaveledVars(state.position, q0.point_map_info), [stats]
-
-    def _current_state(self, theta):
-        state = self.recall(theta)
-        return RWState(theta, self.minibatch_model.logp(theta)) if state is None else state
+    @property
+    def exact_model(self):
+        """The kernel's model: its exact part is the whole log posterior."""
+        return ExactModel(self.minibatch_model.logp)

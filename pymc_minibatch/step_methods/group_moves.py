@@ -45,6 +45,7 @@ from pymc_minibatch.kernels.adaptation import (
     dual_averaging_init,
     dual_averaging_update,
 )
+from pymc_minibatch.kernels.exact_mh import Conditional
 from pymc_minibatch.kernels.group_tuna import group_tuna_step
 from pymc_minibatch.kernels.pcn import (
     RHO_CANDIDATES,
@@ -56,7 +57,6 @@ from pymc_minibatch.kernels.pcn import (
     rho_search_update,
     shared_block,
     shared_conditional_mean,
-    shared_given_rest,
     stacked_pcn,
 )
 
@@ -252,13 +252,11 @@ class GroupMoves:
         count = state.shift_count + 1
         return state._replace(shift=state.shift + (gap - state.shift) / count, shift_count=count)
 
-    def shared_proposal(self, rng, theta, rho, state):
-        """A proposal of the shared parameters that rows touch and its part of the exact
-        log-ratio (its Gaussian's density ratio), or None without them."""
+    def shared_conditional(self, state):
+        """The move of the shared parameters that rows touch, as the exact MH kernel's
+        :class:`~pymc_minibatch.kernels.exact_mh.Conditional` proposal (pCN on the
+        approximation's conditional given the rest, its mean shifted by ``state.shift``), or
+        None without them."""
         if self.shared is None:
             return None
-        center = self.expansion.center
-        delta = theta - center
-        delta2, log_ratio = shared_given_rest(rng, delta, self.precision, self.shared, rho,
-                                              state.shift)  # fmt: skip
-        return center + delta2, log_ratio
+        return Conditional(self.expansion.center, self.precision, self.shared, state.shift)

@@ -3,19 +3,19 @@
 import warnings
 
 import numpy as np
-from pymc.blocking import RaveledVars
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_float
 from pymc_minibatch.bounds import BOUND_TOLERANCE, GlobalBounds
 from pymc_minibatch.exceptions import BoundsUnavailableError, BoundViolationError
-from pymc_minibatch.kernels.poisson_mh import GlobalRowBounds, poisson_mh_step
-from pymc_minibatch.kernels.random_walk import propose
+from pymc_minibatch.kernels.exact_mh import ExactModel
+from pymc_minibatch.kernels.poisson_mh import GlobalRowBounds, poisson_mh_rule
 from pymc_minibatch.model.lipschitz import derive_global_bounds
 from pymc_minibatch.step_methods.base import MetropolisStep
+from pymc_minibatch.step_methods.exact import ExactMHStep
 
 
-class PoissonMH(MetropolisStep):
+class PoissonMH(ExactMHStep):
     """Poisson-minibatching Metropolis–Hastings with global bounds (exact).
 
     Zhang & De Sa (2019), "Poisson-Minibatching for Gibbs Sampling with Convergence Rate
@@ -72,6 +72,7 @@ class PoissonMH(MetropolisStep):
     """
 
     name = "poisson_mh"
+    rule = staticmethod(poisson_mh_rule)
     stats_dtypes_shapes = {
         **MetropolisStep.stats_dtypes_shapes,
         "batch_size": (np.int64, []),
@@ -101,30 +102,20 @@ class PoissonMH(MetropolisStep):
                 stacklevel=3,  # past the renamed_arguments wrapper: the caller's line
             )
 
-    def astep(self, q0: RaveledVars):
-        q0 = self.chain_start(q0)
+    @property
+    def exact_model(self):
+        """The kernel's model: the prior exact, the rows' log-likelihoods one by one."""
         model = self.minibatch_model
-        theta = q0.data
-        proposal = propose(self.rng, theta, self.proposal_scale, self.proposal_chol)
-        logprior_current = self.current_logprior(theta)
-        logprior_proposal = model.logprior(proposal)
+        return ExactModel(model.logprior, loglik=model.loglik, full_loglik=model.full_loglik)
+
+    def kernel_params(self):
         bounds = self.bounds
+        rows = GlobalRowBounds(bounds.lower, bounds.spread, bounds.total,
+                               self.queued_rows(lambda: bounds.row_sampler))  # fmt: skip
+        return super().kernel_params()._replace(rows=rows, fallback=self.fallback,
+                                                 poisson_rate=self.poisson_rate)
 
-        def full_diff():
-            return model.full_loglik(proposal) - model.full_loglik(theta)
-
-        info = poisson_mh_step(
-            self.rng,
-            logprior_proposal - logprior_current,
-            self.poisson_rate,
-            GlobalRowBounds(bounds.lower, bounds.spread, bounds.total,
-                            self.queued_rows(lambda: bounds.row_sampler)),  # fmt: skip
-            lambda idx: model.loglik(theta, idx),
-            lambda idx: model.loglik(proposal, idx),
-            full_diff,
-            model.n_data,
-            self.fallback,
-        )
+    def check_bounds(self, info):
         if info.bound_excess > BOUND_TOLERANCE:
             raise BoundViolationError(
                 "PoissonMH: a row's log-likelihood left its global bounds [lower_i, upper_i] "
@@ -132,18 +123,10 @@ class PoissonMH(MetropolisStep):
                 "exact. Pass wider bounds, or check that the prior confines the parameters to "
                 "the set the bounds were derived for."
             )
-        stats = {
-            **self.metropolis_stats(info),
-            "batch_size": info.batch_size,
-            "kept": info.kept,
-            "expected_batch_size": info.expected_batch_size,
-            "fallback": info.fallback,
-        }
-        if info.accepted:
-            theta = proposal
-            self.remember(proposal, logprior_proposal)
-        self.adapt_proposal_scale(info.accept)
-        return RaveledVars(theta, q0.point_map_info), [stats]
+
+    def info_stats(self, info):
+        return {"kept": info.kept, "expected_batch_size": info.expected_batch_size,
+                "fallback": info.fallback}  # fmt: skip
 
 
 def _resolve_global_bounds(bounds, minibatch_model):

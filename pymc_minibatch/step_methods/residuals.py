@@ -92,6 +92,13 @@ class SecondOrderResiduals(PlainRows):
             values["z"] = self.expansion.whitened(theta)
         return values["z"]
 
+    def from_whitened(self, z):
+        """The point ``center + L z`` (a proposal made in whitened coordinates), with ``z``
+        kept for later steps."""
+        theta = self.expansion.center + self.expansion.factor.to_theta(z)
+        self.whitened(theta, z)
+        return theta
+
     def remainder(self, theta, theta2):
         return self.quadratic(theta2) - self.quadratic(theta)
 

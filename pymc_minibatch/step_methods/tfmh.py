@@ -1,6 +1,6 @@
 """TFMH (truncated factorised MH) as a PyMC step method: an exact baseline for TunaMH."""
 
-from pymc_minibatch.kernels.tfmh import tfmh_step
+from pymc_minibatch.kernels.tfmh import tfmh_rule
 from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep
 
 
@@ -51,7 +51,4 @@ class TFMH(BoundedMinibatchStep):
     """
 
     name = "tfmh"
-
-    def decide(self, theta, proposal, exact_diff, metrics, row_pair, full_diff, full_data):
-        return tfmh_step(self.rng, exact_diff, metrics, self.row_bounds(), row_pair, full_diff,
-                         self.minibatch_model.n_data, full_data)  # fmt: skip
+    rule = staticmethod(tfmh_rule)

@@ -6,8 +6,9 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_float
-from pymc_minibatch.kernels.pcn import RHO_CANDIDATES
-from pymc_minibatch.kernels.tuna import tuna_step
+from pymc_minibatch.kernels import exact_mh
+from pymc_minibatch.kernels.exact_tuning import ChiTuning, chi_init
+from pymc_minibatch.kernels.tuna import tuna_rule
 from pymc_minibatch.model.group_prior import group_prior
 from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep, BoundedStepState
 from pymc_minibatch.step_methods.group_moves import SHARED_KAPPA, GroupMoves
@@ -24,8 +25,7 @@ MAX_BATCH_FRACTION = 0.1
 
 @dataclass_state
 class TunaMHState(BoundedStepState):
-    chi: float
-    mean_metric: float | None
+    chi_tuning: ChiTuning
     group_state: object
 
 
@@ -164,6 +164,7 @@ class TunaMH(BoundedMinibatchStep):
     """
 
     name = "tuna_mh"
+    rule = staticmethod(tuna_rule)
     stats_dtypes_shapes = {
         **BoundedMinibatchStep.stats_dtypes_shapes,
         "kept": (np.int64, []),
@@ -217,8 +218,7 @@ class TunaMH(BoundedMinibatchStep):
 
     def reset_tuning(self):
         super().reset_tuning()
-        self.mean_metric = None
-        self.chi = self.fixed_chi
+        self.chi_tuning = chi_init(self.fixed_chi, self.target_kappa, MAX_BATCH_FRACTION)
         self.group_state = None if self.group_moves is None else self.group_moves.init()
 
     def stop_tuning(self):
@@ -226,44 +226,32 @@ class TunaMH(BoundedMinibatchStep):
             self.group_state = self.group_moves.stop_tuning(self.group_state)
         super().stop_tuning()
 
-    def proposal_changed(self):
-        self.mean_metric = None  # M's scale changes with the pCN correlation: tune chi anew
-
-    def _tuned_chi(self):
-        floor = self.row_bounds().total * self.mean_metric  # C Mbar: the batch when chi = 0
-        if floor == 0.0:  # no move yet, or exactly quadratic likelihoods: no row is drawn
-            return 1.0
-        kappa = min(self.target_kappa,
-                    MAX_BATCH_FRACTION * self.minibatch_model.n_data / floor - 1.0)
-        return max(kappa, 0.1) / floor
-
-    def decide(self, theta, proposal, exact_diff, metrics, row_pair, full_diff, full_data):
-        if self.fixed_chi is None and (self.tune or self.chi is None):
-            # running mean of M while tuning (also seeds chi when a chain starts untuned); with
-            # a metric per group of rows, their mean weighted by the groups' bounds, so that
-            # C Mbar is the expected batch at chi = 0
-            bounds = self.row_bounds()
-            m = float(metrics @ bounds.group_totals) / bounds.total if bounds.total else 0.0
-            previous = self.mean_metric
-            self.mean_metric = m if previous is None else 0.95 * previous + 0.05 * m
-            self.chi = self._tuned_chi()
-        return tuna_step(
-            self.rng,
-            exact_diff,
-            metrics,
-            self.chi,
-            self.row_bounds(),
-            row_pair,
-            full_diff,
-            self.minibatch_model.n_data,
-            self.fallback,
-            full_data,
+    def kernel_params(self, proposal=None, conditional=None):
+        chi = self.chi_tuning
+        # a running mean of M while tuning (also seeds chi when a chain starts untuned)
+        tunes_chi = self.fixed_chi is None and (self.tune or chi.chi is None)
+        return super().kernel_params(proposal, conditional)._replace(
+            chi=chi.chi, chi_tuning=chi if tunes_chi else None, fallback=self.fallback
         )
 
     def info_stats(self, info):
-        return {"kept": info.kept, "fallback": info.fallback, "chi": self.chi,
+        return {**super().info_stats(info), "kept": info.kept, "fallback": info.fallback,
+                "chi": self._chi(info),
                 **dict.fromkeys(("group_accept", "shared_accept", "population_accept",
                                  "group_rho", "group_chi"), np.nan)}  # fmt: skip
+
+    def _chi(self, info):
+        """The ``chi`` a step decided with (``info`` None: no step)."""
+        tuned = info is not None and info.chi_tuning is not None
+        return (info.chi_tuning if tuned else self.chi_tuning).chi
+
+    def tune_after(self, info):
+        rho = self.rho
+        if info.chi_tuning is not None:
+            self.chi_tuning = info.chi_tuning
+        super().tune_after(info)
+        if self.rho != rho:  # M's scale changes with the pCN correlation: tune chi anew
+            self.chi_tuning = self.chi_tuning._replace(mean_metric=None)
 
     def astep(self, q0: RaveledVars):
         if self.group_moves is None:
@@ -272,11 +260,12 @@ class TunaMH(BoundedMinibatchStep):
 
     def _sweep(self, q0):
         """One step with group moves: the population, the groups, then the shared
-        parameters (:mod:`pymc_minibatch.step_methods.group_moves`)."""
+        parameters (:mod:`pymc_minibatch.step_methods.group_moves`), the last by the exact
+        MH kernel with a conditional pCN proposal."""
         q0 = self.chain_start(q0)
         model, moves, rng = self.minibatch_model, self.group_moves, self.rng
         theta = q0.data
-        logprior = self.current_logprior(theta)
+        logprior = self.current_logdensity(theta, model.logprior)
         theta, logprior, population_accept, state = moves.population_moves(
             rng, theta, logprior, model.logprior, self.group_state, self.tune
         )
@@ -284,26 +273,30 @@ class TunaMH(BoundedMinibatchStep):
                                                self.residuals.row_pair, state,
                                                self.tune)  # fmt: skip
         self.group_state = state
-        self.check_bound_ratio(group.bound_ratio)
+        self.check_bounds(group)
         if group.accepted.any():
             logprior = model.logprior(theta)
-        searching = self._search_candidate()
-        if searching is not None:
-            self._set_rho(RHO_CANDIDATES[searching])
-        shared = moves.shared_proposal(rng, theta, self.rho, state)
-        shared_info, inside = None, True
-        if shared is not None:
-            proposal, proposal_log_ratio = shared
-            shared_info, logprior_proposal, inside = self.decide_proposal(
-                theta, proposal, proposal_log_ratio, logprior, searching
+        conditional = moves.shared_conditional(state)
+        shared_info = None
+        if conditional is not None:
+            params = self.kernel_params("conditional", conditional)
+            (theta, logprior), shared_info = exact_mh.step(
+                rng, exact_mh.State(theta, logprior), self.exact_model, params, self.rule
             )
-            if shared_info.accepted:
-                theta, logprior = proposal, logprior_proposal
+            self.check_bounds(shared_info)
         self.remember(theta, logprior)
         if self.tune:
             self.group_state = state = moves.adapt_shift(theta, state)
+        stats = self._sweep_stats(group, shared_info, population_accept, state)
+        if shared_info is not None:
+            self.tune_after(shared_info)
+        return RaveledVars(theta, q0.point_map_info), [stats]
+
+    def _sweep_stats(self, group, shared_info, population_accept, state):
+        """A sweep's statistics: of its group move and, when there is one, its shared move."""
         shared_rows = 0 if shared_info is None else shared_info.batch_size
-        stats = {
+        chi = self._chi(shared_info)
+        return {
             "tune": self.tune,
             "accept": float(group.accept.mean()),
             "accepted": bool(group.accepted.any() or (shared_info and shared_info.accepted)),
@@ -316,14 +309,13 @@ class TunaMH(BoundedMinibatchStep):
                                0.0 if shared_info is None else shared_info.bound_ratio),
             "expansion_order": 2,
             "rho": self.rho,
-            "outside_region": not inside,
+            "outside_region": bool(shared_info and shared_info.outside_region),
             "kept": group.kept + (0 if shared_info is None else shared_info.kept),
             "fallback": bool(shared_info and shared_info.fallback),
-            "chi": np.nan if self.chi is None else self.chi,
+            "chi": np.nan if chi is None else chi,
             "group_accept": float(group.accept.mean()),
             "shared_accept": np.nan if shared_info is None else shared_info.accept,
             "population_accept": population_accept,
             "group_rho": state.rho,
             "group_chi": state.chi,
         }  # fmt: skip
-        return RaveledVars(theta, q0.point_map_info), [stats]

@@ -8,8 +8,9 @@ import pytest
 
 import pymc_minibatch as pmm
 from pymc_minibatch.bounds import Bounds
-from pymc_minibatch.kernels.tfmh import tfmh_step
-from pymc_minibatch.kernels.tuna import single_group, tuna_step
+from pymc_minibatch.kernels.exact_mh import ExactModel, Move, Params
+from pymc_minibatch.kernels.tfmh import tfmh_rule
+from pymc_minibatch.kernels.tuna import single_group, tuna_rule
 from pymc_minibatch.model.expansions import default_group_radius
 from pymc_minibatch.model.region import default_radius
 
@@ -170,15 +171,20 @@ def test_a_pair_with_a_point_outside_takes_the_full_data_step(sampler):
 
 
 def test_kernels_take_the_full_data_step_without_drawing_rows():
-    def no_rows(idx):
+    def no_rows(theta, theta2, idx):
         raise AssertionError("a full-data step drew rows")
+
+    def full_loglik(theta):
+        return -0.3 * theta[0]
 
     bounds = single_group(np.ones(10), 10.0, lambda rng, size: np.zeros(size, dtype=int))
     rng = np.random.default_rng(0)
-    metric = np.array([0.5])
-    tuna = tuna_step(rng, 0.1, metric, 1.0, bounds, no_rows, lambda: -0.3, 10, full_data=True)
+    model = ExactModel(lambda theta: 0.0, row_pair=no_rows, full_loglik=full_loglik)
+    move = Move(np.zeros(1), np.ones(1), np.array([0.5]), True, 0.0, model)
+    params = Params(rows=bounds, n_data=10, chi=1.0)
+    tuna = tuna_rule(rng, 0.1, move, params)
     assert tuna.fallback and tuna.batch_size == 10 and tuna.accept == pytest.approx(np.exp(-0.2))
-    tfmh = tfmh_step(rng, 0.1, metric, bounds, no_rows, lambda: -0.3, 10, full_data=True)
+    tfmh = tfmh_rule(rng, 0.1, move, params)
     assert tfmh.batch_size == 10 and tfmh.accept == pytest.approx(np.exp(-0.2))
 
 

@@ -16,7 +16,7 @@ from scipy import stats
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.kernels import tuna as tuna_kernel
-from pymc_minibatch.kernels.tuna import full_data_mh
+from pymc_minibatch.kernels.exact_mh import full_data_mh
 from pymc_minibatch.model.taylor import SecondOrderExpansion
 from tests.mcse import ess, mcse_mean, mcse_sd
 from tests.quadrature import GridMarginal, grid_marginals_2d
