@@ -11,9 +11,34 @@ import numpy as np
 import pytest
 
 from pymc_minibatch.kernels import base
+from pymc_minibatch.kernels.exact_mh import ExactModel, Params
 from pymc_minibatch.kernels.mint import MintConfig
+from pymc_minibatch.kernels.tuna import single_group, tuna_rule
 from tests.kernels.test_flymc import tiny_logistic
 from tests.kernels.test_mint import N_ROWS, UNTEMPERED, _recording_target
+from tests.kernels.test_particle_kernel import START, minibatch, settings
+
+
+def _exact_mh(module, rng):
+    """TunaMH's rule on rows whose log-likelihoods are ``-x_i theta^2 / 2``, bounded by
+    ``c_i M`` with ``M = |theta'^2 - theta^2| / 2``."""
+    x = np.random.default_rng(2).uniform(0.1, 1.0, size=50)
+
+    def row_pair(theta, proposal, idx):
+        return -0.5 * x[idx] * theta[0] ** 2, -0.5 * x[idx] * proposal[0] ** 2
+
+    def metrics(theta, proposal, whitened):
+        return np.array([0.5 * abs(proposal[0] ** 2 - theta[0] ** 2)])
+
+    def draw(rng, size):
+        return rng.choice(x.size, size, p=x / x.sum())
+
+    model = ExactModel(lambda theta: -0.5 * float(theta @ theta), row_pair=row_pair,
+                       full_loglik=lambda theta: -0.5 * x.sum() * theta[0] ** 2,
+                       metrics=metrics)  # fmt: skip
+    params = Params(scale=0.3, rows=single_group(x, float(x.sum()), draw), n_data=x.size,
+                    chi=0.05)  # fmt: skip
+    return module.init(np.array([0.4]), model.logdensity), (model, params, tuna_rule)
 
 
 def _flymc(module, rng):
@@ -30,9 +55,14 @@ def _mint(module, rng):
     return state, (target, config, 0.3)
 
 
+def _particles(module, rng):
+    config = settings("pisgld", wasserstein_weight=0.2)
+    return module.init(START, config.preconditioner), (minibatch, config)
+
+
 #: For each kernel module: ``(module, rng) -> (state, the step's arguments after it)`` on a
 #: small problem.
-EXAMPLES = {"flymc": _flymc, "mint": _mint}
+EXAMPLES = {"exact_mh": _exact_mh, "flymc": _flymc, "mint": _mint, "particles": _particles}
 
 
 def _module(name):
