@@ -6,12 +6,12 @@ with ``theta = L z``; the log density is seen only through
 ``estimate(theta, rows) -> (log density, gradient)`` in ``theta``, an unbiased minibatch
 estimate (plain or with control variates).
 
-- :func:`start_chain`: the state at a chain's start.
+- :func:`init`: the state at a chain's start (a :class:`State`, the dynamics' state).
 - :func:`gradient_noise`: the estimate's noise variance per coordinate of ``z`` (it sets the
   default step sizes).
-- :func:`run`: ``n`` updates (next batch of the epoch, or a stratified batch; one Euler step,
-  resampling when due, divergence check), stopping at the first divergence; its
-  :class:`SGInfo` holds every statistic of the last update.
+- :func:`step`: ``n`` updates (next batch of the epoch, or a stratified batch; one Euler
+  step, resampling when due, divergence check), stopping at the first divergence; its
+  :class:`Info` holds every statistic of the last update.
 - :func:`find_divergence`: a non-finite value, or a chain that ran away from its anchor
   (:func:`runaway_distance`, which the particle methods' kernel shares).
 """
@@ -42,6 +42,9 @@ NOISE_BATCHES = 8
 
 Estimate = Callable[[np.ndarray, np.ndarray], tuple[float, np.ndarray]]
 
+#: A chain's state is the dynamics' (position, momentum, thermostats, batch cursor, ...).
+State = SGState
+
 
 class SGSettings(NamedTuple):
     """What stays fixed along a chain."""
@@ -70,8 +73,8 @@ class Divergence(NamedTuple):
     """Its move, in its own preconditioned sds."""
 
 
-class SGInfo(NamedTuple):
-    """Statistics of the last update of :func:`run` (``resampled``: of any of them)."""
+class Info(NamedTuple):
+    """Statistics of the last update of :func:`step` (``resampled``: of any of them)."""
 
     updates: int
     """The chain's update count after it."""
@@ -91,15 +94,15 @@ class SGInfo(NamedTuple):
     an unbiased estimate of the score there (for the answer check)."""
 
 
-def start_chain(rng, start, anchor, preconditioner, config: SGMGTConfig) -> SGState:
+def init(rng, start, anchor, preconditioner, config: SGMGTConfig) -> State:
     """The state of a new chain at ``theta = start``, measuring divergence from ``anchor``."""
     return init_state(
         rng, preconditioner.to_z(start), config, preconditioner=preconditioner, anchor=anchor
     )
 
 
-def run(rng, state: SGState, estimate: Estimate, settings: SGSettings, n_updates: int):
-    """``n_updates`` updates; returns ``(state, SGInfo)``, stopping early at a divergence."""
+def step(rng, state: State, estimate: Estimate, settings: SGSettings, n_updates: int = 1):
+    """``n_updates`` updates; returns ``(state, Info)``, stopping early at a divergence."""
     accept_rates, resampled, start_gradient = [], False, None
     for _ in range(n_updates):
         state, update, accept_rate = _update(rng, state, estimate, settings)
@@ -109,7 +112,7 @@ def run(rng, state: SGState, estimate: Estimate, settings: SGSettings, n_updates
         accept_rates.extend(accept_rate)
         if update["divergence"] is not None:
             break
-    info = SGInfo(  # the per-update values of the last update; the rest from its state
+    info = Info(  # the per-update values of the last update; the rest from its state
         updates=state.updates,
         step_size=update["step_size"],
         log_density=float(update["log_density"]),

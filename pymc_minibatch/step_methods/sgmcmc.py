@@ -17,10 +17,11 @@ from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.answer_check import CheckState, SteinCheck
 from pymc_minibatch.arguments import positive_float, positive_int
 from pymc_minibatch.exceptions import SamplerDivergenceError
+from pymc_minibatch.kernels import sg_chain
 from pymc_minibatch.kernels.batches import checked_batch_size
 from pymc_minibatch.kernels.preconditioning import identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
-from pymc_minibatch.kernels.sg_chain import SGSettings, gradient_noise, run, start_chain
+from pymc_minibatch.kernels.sg_chain import SGSettings, gradient_noise
 from pymc_minibatch.kernels.sgmgt import SGMGTConfig, SGState, validate_config
 from pymc_minibatch.kernels.strata import stratify as stratify_rows
 from pymc_minibatch.model.control_variates import use_control_variates
@@ -248,7 +249,7 @@ class SGMCMC(MinibatchStep):
     def astep(self, q0: RaveledVars):
         theta = q0.data
         if self.chain is None:
-            self.chain = start_chain(
+            self.chain = sg_chain.init(
                 self.rng, self._chain_start(theta), self._anchor(theta),
                 self.preconditioner, self.config,
             )  # fmt: skip
@@ -259,7 +260,7 @@ class SGMCMC(MinibatchStep):
         checking = not self.tune and self.check_state is not None
         if checking:  # the draw the updates start from, scored by their first gradient
             previous = self.preconditioner.to_theta(self.chain.position)
-        self.chain, info = run(
+        self.chain, info = sg_chain.step(
             self.rng, self.chain, self.estimate, self.settings, self.updates_per_draw
         )
         if info.divergence is not None:

@@ -17,6 +17,7 @@ from pymc_minibatch.kernels.tuna import single_group, tuna_rule
 from tests.kernels.test_flymc import tiny_logistic
 from tests.kernels.test_mint import N_ROWS, UNTEMPERED, _recording_target
 from tests.kernels.test_particle_kernel import START, minibatch, settings
+from tests.kernels.test_sg_chain import SGMGT, _chain, _settings
 
 
 def _exact_mh(module, rng):
@@ -55,6 +56,17 @@ def _mint(module, rng):
     return state, (target, config, 0.3)
 
 
+def _sg_chain(module, rng):
+    """SGMGT (momentum, thermostats and their resampling) on a standard normal whose
+    gradient estimate is noisy with the batch."""
+
+    def estimate(theta, idx):
+        return -0.5 * float(theta @ theta), -theta + (idx.mean() - 49.5) / 10
+
+    _, state = _chain(SGMGT)
+    return state, (estimate, _settings(SGMGT, period=3), 2)
+
+
 def _particles(module, rng):
     config = settings("pisgld", wasserstein_weight=0.2)
     return module.init(START, config.preconditioner), (minibatch, config)
@@ -62,7 +74,8 @@ def _particles(module, rng):
 
 #: For each kernel module: ``(module, rng) -> (state, the step's arguments after it)`` on a
 #: small problem.
-EXAMPLES = {"exact_mh": _exact_mh, "flymc": _flymc, "mint": _mint, "particles": _particles}
+EXAMPLES = {"exact_mh": _exact_mh, "flymc": _flymc, "mint": _mint, "particles": _particles,
+            "sg_chain": _sg_chain}
 
 
 def _module(name):

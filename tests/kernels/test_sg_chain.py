@@ -20,8 +20,8 @@ def gaussian_estimate(theta, rows):
 def _chain(config, seed=0, scale=1.0):
     rng = np.random.default_rng(seed)
     preconditioner = DiagonalPreconditioner(np.full(2, scale))
-    return rng, sg_chain.start_chain(rng, np.array([0.5, -0.3]), np.zeros(2), preconditioner,
-                                     config)  # fmt: skip
+    return rng, sg_chain.init(rng, np.array([0.5, -0.3]), np.zeros(2), preconditioner,
+                              config)  # fmt: skip
 
 
 def _settings(config, step_size=0.1, n_data=100, batch_size=10, period=None):
@@ -34,10 +34,10 @@ def test_k_updates_are_k_single_updates(config):
     rng_k, state_k = _chain(config)
     rng_1, state_1 = _chain(config)
     for _ in range(4):
-        state_k, info_k = sg_chain.run(rng_k, state_k, gaussian_estimate, settings, 5)
+        state_k, info_k = sg_chain.step(rng_k, state_k, gaussian_estimate, settings, 5)
         resampled = False
         for _ in range(5):
-            state_1, info_1 = sg_chain.run(rng_1, state_1, gaussian_estimate, settings, 1)
+            state_1, info_1 = sg_chain.step(rng_1, state_1, gaussian_estimate, settings, 1)
             resampled |= info_1.resampled
         np.testing.assert_array_equal(state_k.position, state_1.position)
         assert info_k.updates == info_1.updates == state_k.updates
@@ -53,7 +53,7 @@ def test_epochs_use_every_row_once_and_skip_the_remainder():
         return gaussian_estimate(theta, rows)
 
     rng, state = _chain(SGLD)
-    sg_chain.run(rng, state, recording, _settings(SGLD, n_data=35, batch_size=10), 6)
+    sg_chain.step(rng, state, recording, _settings(SGLD, n_data=35, batch_size=10), 6)
     first, second = np.concatenate(seen[:3]), np.concatenate(seen[3:])
     assert np.unique(first).size == 30 and np.unique(second).size == 30  # 5 skipped
     assert not np.array_equal(np.sort(first), np.sort(second))
@@ -65,7 +65,7 @@ def test_sgld_samples_the_gaussian_in_preconditioned_coordinates():
     rng, state = _chain(SGLD, scale=2.0)
     draws = []
     for _ in range(20_000):
-        state, _ = sg_chain.run(rng, state, gaussian_estimate, settings, 1)
+        state, _ = sg_chain.step(rng, state, gaussian_estimate, settings, 1)
         draws.append(state.preconditioner.to_theta(state.position))
     draws = np.array(draws)
     # curvature 4 in z: z <- (1 - 2h) z + sqrt(h) noise has variance 1 / (4 (1 - h)); ESS
@@ -92,11 +92,11 @@ def test_largest_default_steps_keep_a_unit_gaussians_sd(config, step_size, sd, t
     period = None if config.kinetics is None else round(10 / step_size)
     settings = sg_chain.SGSettings(config, lambda t: step_size, 1000, 10, period, period)
     rng = np.random.default_rng(0)
-    state = sg_chain.start_chain(rng, np.zeros(10), np.zeros(10), identity_preconditioner(10),
+    state = sg_chain.init(rng, np.zeros(10), np.zeros(10), identity_preconditioner(10),
                                  config)  # fmt: skip
     draws = np.empty((40_000, 10))
     for t in range(draws.shape[0]):
-        state, _ = sg_chain.run(rng, state, gaussian_estimate, settings, 1)
+        state, _ = sg_chain.step(rng, state, gaussian_estimate, settings, 1)
         draws[t] = state.position
     draws = draws[2000:]
     assert abs(draws.std(axis=0).mean() / sd - 1) < tolerance
@@ -109,9 +109,9 @@ def test_largest_default_steps_keep_a_unit_gaussians_sd(config, step_size, sd, t
 def test_statistics_describe_the_last_update():
     settings = _settings(SGNHT)
     rng, state = _chain(SGNHT)
-    state, _ = sg_chain.run(rng, state, gaussian_estimate, settings, 2)
+    state, _ = sg_chain.step(rng, state, gaussian_estimate, settings, 2)
     theta_before = state.preconditioner.to_theta(state.position)
-    state, info = sg_chain.run(rng, state, gaussian_estimate, settings, 1)
+    state, info = sg_chain.step(rng, state, gaussian_estimate, settings, 1)
     assert info.updates == 3 and info.step_size == 0.1 and info.divergence is None
     # the gradient -theta was taken at the point the last update started from
     assert info.grad_norm == pytest.approx(np.linalg.norm(theta_before))
@@ -126,7 +126,7 @@ def test_resampling_happens_every_period_and_reports_its_acceptance():
     rng, state = _chain(SGMGT)
     flags, rates = [], []
     for _ in range(9):
-        state, info = sg_chain.run(rng, state, gaussian_estimate, settings, 1)
+        state, info = sg_chain.step(rng, state, gaussian_estimate, settings, 1)
         flags.append(info.resampled)
         rates.append(info.resample_accept_rate)
     assert flags == [False, False, True] * 3
@@ -144,7 +144,7 @@ def test_a_non_finite_estimate_stops_the_run_and_names_it(bad):
         return value, np.array([np.inf, 0.0])
 
     rng, state = _chain(SGNHT)
-    state, info = sg_chain.run(rng, state, broken, _settings(SGNHT), 10)
+    state, info = sg_chain.step(rng, state, broken, _settings(SGNHT), 10)
     assert info.updates == 1  # stopped at the first update
     assert info.divergence.reason.startswith("non-finite")
     assert bad in info.divergence.reason
@@ -155,7 +155,7 @@ def test_a_chain_that_runs_away_is_stopped_with_the_coordinate_that_moved():
         return 0.0, np.array([0.0, 1e3])
 
     rng, state = _chain(SGLD)
-    state, info = sg_chain.run(rng, state, pushing, _settings(SGLD, step_size=1.0), 100)
+    state, info = sg_chain.step(rng, state, pushing, _settings(SGLD, step_size=1.0), 100)
     divergence = info.divergence
     assert divergence.reason == "ran away" and divergence.coordinate == 1
     assert divergence.distance > sg_chain.RUNAWAY_DISTANCE
