@@ -359,8 +359,8 @@ def sample_particles(
         # the particles' scores averaged over fresh batches (an unbiased estimate)
         count, scores = _check_batch_count(minibatch_model, batch_size), 0
         for _ in range(count):
-            rows, state = particle_kernel.next_rows(rng, state, run)
-            scores = scores + estimate(thetas, rows)[1]
+            idx, state = particle_kernel.next_idx(rng, state, run)
+            scores = scores + estimate(thetas, idx)[1]
         warn_if_far(fit, minibatch_model, method, thetas, scores / count)
 
     stats = xr.Dataset(

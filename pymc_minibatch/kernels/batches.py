@@ -13,7 +13,8 @@ def checked_batch_size(batch_size, n_data):
 
 
 def next_epoch_batch(rng, n_data, batch_size, permutation, cursor):
-    """The next ``batch_size`` rows of the current epoch: ``(rows, permutation, cursor)``.
+    """The indices of the next ``batch_size`` rows of the current epoch: ``(idx,
+    permutation, cursor)``.
 
     An epoch is a fresh random permutation of the rows; the ``n_data mod batch_size`` rows
     left at its end are skipped. ``permutation=None`` starts the first epoch.

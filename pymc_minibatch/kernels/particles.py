@@ -220,8 +220,8 @@ velocity itself, while the particles' spread, which they follow, changes little 
 steps. The joint kernel's single median is updated every step."""
 
 Estimate = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-"""``estimate(thetas, rows) -> (log densities (M,), gradients (M, d))`` in ``theta``: an
-unbiased minibatch estimate at every particle on one batch of rows."""
+"""``estimate(thetas, idx) -> (log densities (M,), gradients (M, d))`` in ``theta``: an
+unbiased minibatch estimate at every particle on the batch of rows of indices ``idx``."""
 
 
 class ParticleSettings(NamedTuple):
@@ -324,15 +324,15 @@ def init(thetas, preconditioner) -> ParticleState:
                          squares=None, bandwidths=None, anchor=z.copy())  # fmt: skip
 
 
-def next_rows(rng, state: ParticleState, settings: ParticleSettings):
-    """``(rows, state)``: the next batch of the epoch, or every row when a batch holds them
-    all (then without drawing from ``rng``)."""
+def next_idx(rng, state: ParticleState, settings: ParticleSettings):
+    """``(idx, state)``: the indices of the next batch of the epoch, or of every row when a
+    batch holds them all (then without drawing from ``rng``)."""
     if settings.batch_size == settings.n_data:
         return np.arange(settings.n_data), state
-    rows, permutation, cursor = next_epoch_batch(
+    idx, permutation, cursor = next_epoch_batch(
         rng, settings.n_data, settings.batch_size, state.permutation, state.cursor
     )
-    return rows, state._replace(permutation=permutation, cursor=cursor)
+    return idx, state._replace(permutation=permutation, cursor=cursor)
 
 
 def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettings):
@@ -354,7 +354,7 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
         Draws the epochs' permutations of the rows (nothing when a batch holds every row).
     state : ParticleState
     estimate : callable
-        ``estimate(thetas, rows) -> (log densities (M,), gradients (M, d))`` in ``theta``.
+        ``estimate(thetas, idx) -> (log densities (M,), gradients (M, d))`` in ``theta``.
     settings : ParticleSettings
 
     Returns
@@ -363,9 +363,9 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
     info : ParticleInfo
     """
     step_size = float(settings.schedule(state.steps))
-    rows, state = next_rows(rng, state, settings)
+    idx, state = next_idx(rng, state, settings)
     preconditioner, z = settings.preconditioner, state.position
-    logp, grads = estimate(preconditioner.to_theta(z), rows)
+    logp, grads = estimate(preconditioner.to_theta(z), idx)
     bad = ~(np.isfinite(logp) & np.all(np.isfinite(grads), axis=1))
     if bad.any():
         divergence = ParticleDivergence("non-finite", int(bad.sum()), np.nan, None, np.nan)

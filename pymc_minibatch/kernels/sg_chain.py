@@ -3,7 +3,7 @@
 Pure functions on :class:`~pymc_minibatch.kernels.sgmgt.SGState`. The dynamics of
 :func:`~pymc_minibatch.kernels.sgmgt.euler_step` run in preconditioned coordinates ``z``
 with ``theta = L z``; the log density is seen only through
-``estimate(theta, rows) -> (log density, gradient)`` in ``theta``, an unbiased minibatch
+``estimate(theta, idx) -> (log density, gradient)`` in ``theta``, an unbiased minibatch
 estimate (plain or with control variates).
 
 - :func:`init`: the state at a chain's start (a :class:`State`, the dynamics' state).
@@ -131,16 +131,16 @@ def _update(rng, state, estimate, settings):
     """One update: ``(state, values of the update, momentum acceptance rates)``."""
     to_theta, to_z = state.preconditioner.to_theta, state.preconditioner.gradient_to_z
     if settings.strata is None:
-        rows, permutation, cursor = next_epoch_batch(
+        idx, permutation, cursor = next_epoch_batch(
             rng, settings.n_data, settings.batch_size, state.permutation, state.cursor
         )
         state = state._replace(permutation=permutation, cursor=cursor)
     else:
-        rows = stratified.draw(rng, settings.strata)
+        idx = stratified.draw(rng, settings.strata)
     update = {"step_size": float(settings.schedule(state.updates))}
 
     def gradient_in_z(z):
-        update["log_density"], grad = estimate(to_theta(z), rows)
+        update["log_density"], grad = estimate(to_theta(z), idx)
         update["gradient"] = grad
         update["grad_norm"] = math.sqrt(grad @ grad)
         return to_z(grad)
@@ -236,12 +236,12 @@ def gradient_noise(rng, estimate: Estimate, preconditioner, points, n_data, batc
     for theta in points:
         values, grads = [], []
         for _ in range(NOISE_BATCHES):
-            rows = (
+            idx = (
                 rng.choice(n_data, size=batch_size, replace=False)
                 if strata is None
                 else stratified.draw(rng, strata)
             )
-            value, grad = estimate(theta, rows)
+            value, grad = estimate(theta, idx)
             values.append(value)
             grads.append(preconditioner.gradient_to_z(grad))
         if np.all(np.isfinite(values)) and np.all(np.isfinite(grads)):
