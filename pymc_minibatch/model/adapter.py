@@ -9,19 +9,16 @@ import time
 
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 import scipy.optimize
 from pymc.blocking import DictToArrayBijection, RaveledVars
-from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
-from pymc.util import get_value_vars_from_user_vars
-from pymc.vartypes import continuous_types
+from pymc.pytensorf import make_shared_replacements
 from pytensor.graph.traversal import ancestors
 
 from pymc_minibatch._compat import default_compile_mode
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.model import functions as compiled
 from pymc_minibatch.model import gradients
-from pymc_minibatch.model.builders import ThetaGraph
+from pymc_minibatch.model.builders import build_theta_graph
 from pymc_minibatch.model.dask_passes import SummedFirstOutput
 from pymc_minibatch.model.functions import CompiledFunctions, RowsFunction, SymbolicModel
 from pymc_minibatch.model.graph import build_row_graph
@@ -40,6 +37,7 @@ from pymc_minibatch.model.validation import (
     refuse_non_finite_rows,
     refuse_rows_outside_support,
 )
+from pymc_minibatch.model.variables import select_value_vars
 
 #: Rows per call when a method runs over all the data (bounds memory for memmap data). A
 #: block is also a Dask task's read of chunked rows: at 2^17 rows, glibc kept per thread
@@ -150,16 +148,8 @@ class MinibatchModel:
             if _shared is not None
             else make_shared_replacements(self._initial_point, self.value_vars, model)
         )
-        joined, theta = join_nonshared_inputs(
-            self._initial_point,
-            [*graph.row_terms, graph.logprior, graph.log_jacobian],
-            self.value_vars,
-            self.shared,
-        )
-        *terms, logprior, log_jacobian = joined
-        loglik = terms[0] if len(terms) == 1 else pt.add(*terms)
-        self._theta_graph = ThetaGraph(theta, graph.row_inputs, terms, loglik, logprior,
-                                       log_jacobian, model.check_bounds)  # fmt: skip
+        self._theta_graph = build_theta_graph(graph, self._initial_point, self.value_vars,
+                                              self.shared, model.check_bounds)  # fmt: skip
         self._functions = CompiledFunctions(self)
         self._laplace = None
         self._structure = None
@@ -826,26 +816,3 @@ class MinibatchModel:
         self.__init__(
             model, value_vars, data=data, check=False, mode=state["mode"], _shared=state["shared"]
         )
-
-
-def select_value_vars(model, vars):
-    """The value variables of ``vars`` (default: every continuous free variable of ``model``).
-
-    Raises
-    ------
-    ValueError
-        If ``vars`` holds a discrete variable, or ``model`` has no continuous one.
-    """
-    if vars is None:
-        value_vars = [v for v in model.value_vars if v.dtype in continuous_types]
-        if not value_vars:
-            raise ValueError("the model has no continuous free variables to sample")
-        return value_vars
-    value_vars = get_value_vars_from_user_vars(vars, model)
-    discrete = [v.name for v in value_vars if v.dtype not in continuous_types]
-    if discrete:
-        raise ValueError(
-            f"discrete variables {discrete} cannot be moved by a minibatch sampler; leave "
-            "them out of `vars` and let PyMC assign them another step (e.g. pm.Metropolis)"
-        )
-    return value_vars
