@@ -2,9 +2,9 @@
 
 Public names: ``pymc_minibatch.__all__``, the public classes and functions of the public
 modules in it (``bounds``, ``schedules``: their ``__all__`` where they have one, otherwise
-what they define), and the public methods of ``MinibatchModel``. The doctests of every module
-that defines one of them are run; examples that sample for long are marked
-``# doctest: +SKIP`` in the docstrings.
+what they define), and the public methods of ``MinibatchModel``, its own and those of the
+package's mixins it is assembled from. The doctests of every module that defines one of them
+are run; examples that sample for long are marked ``# doctest: +SKIP`` in the docstrings.
 
 Examples that import an optional extra's package (Dask for ``ChunkedRows``) are left out where
 it is not installed, so that ``pytest -m slow`` runs the rest of their module's examples with
@@ -13,7 +13,8 @@ any example left out with ``PMM_REQUIRE_EXTRAS`` set, as ``.ci/run`` sets it whe
 is installed, so that none goes unchecked in CI. Nothing here skips.
 
 A method's examples continue the example of its class: they run with the names that the class
-example defined (so ``MinibatchModel``'s methods use its ``mm``).
+example defined (so ``MinibatchModel``'s methods use its ``mm``), also when the method is
+defined on a mixin in another module.
 """
 
 import doctest
@@ -41,6 +42,32 @@ REQUIRE_EXTRAS = "PMM_REQUIRE_EXTRAS"
 CLASSES_WITH_PUBLIC_METHODS = ("MinibatchModel",)
 
 
+def _package_classes(cls):
+    """``cls`` and the classes of this package it inherits from (its mixins), in MRO order."""
+    return [klass for klass in cls.__mro__ if klass.__module__.split(".")[0] == "pymc_minibatch"]
+
+
+def public_methods(cls):
+    """``{name: function}`` of the public methods of ``cls``, its own and those it gets from
+    the package's mixins (the first definition in the MRO wins, as for attribute lookup)."""
+    methods = {}
+    for klass in _package_classes(cls):
+        for member, obj in vars(klass).items():
+            if not member.startswith("_") and inspect.isfunction(obj):
+                methods.setdefault(member, obj)
+    return methods
+
+
+def mixins():
+    """``{qualified name of a mixin: the public class assembled from it}``: a mixin's method
+    examples continue that class's example."""
+    return {
+        f"{mixin.__module__}.{mixin.__qualname__}": cls
+        for cls in (getattr(pymc_minibatch, name) for name in CLASSES_WITH_PUBLIC_METHODS)
+        for mixin in _package_classes(cls)[1:]
+    }
+
+
 def _module_public_names(module):
     names = getattr(module, "__all__", None)
     if names is not None:
@@ -64,10 +91,8 @@ def public_objects():
             for member in _module_public_names(obj):
                 objects[f"pymc_minibatch.{name}.{member}"] = getattr(obj, member)
     for class_name in CLASSES_WITH_PUBLIC_METHODS:
-        cls = getattr(pymc_minibatch, class_name)
-        for member, obj in vars(cls).items():
-            if not member.startswith("_") and inspect.isfunction(obj):
-                objects[f"pymc_minibatch.{class_name}.{member}"] = obj
+        for member, obj in public_methods(getattr(pymc_minibatch, class_name)).items():
+            objects[f"pymc_minibatch.{class_name}.{member}"] = obj
     return objects
 
 
@@ -93,6 +118,10 @@ def test_public_names_are_enumerated():
         "pymc_minibatch.TunaMH",
         "pymc_minibatch.sample_particles",
         "pymc_minibatch.MinibatchModel.loglik",
+        "pymc_minibatch.MinibatchModel.grad_estimate",
+        "pymc_minibatch.MinibatchModel.laplace",
+        "pymc_minibatch.MinibatchModel.rows_function",
+        "pymc_minibatch.MinibatchModel.theta_from_point",
         "pymc_minibatch.bounds.Bounds",
         "pymc_minibatch.schedules.cyclical",
     ):
@@ -109,24 +138,37 @@ def _missing_imports(tests):
     return sorted(name for name in imported if importlib.util.find_spec(name) is None)
 
 
+def _class_example(cls):
+    """The doctest of ``cls``'s own docstring (not of its methods), in its module's globals."""
+    module = inspect.getmodule(cls)
+    finder = doctest.DocTestFinder(recurse=False, exclude_empty=True)
+    (test,) = finder.find(cls, f"{module.__name__}.{cls.__qualname__}", module=module)
+    return test
+
+
 def _run_module_doctests(module_name):
-    """Run a module's doctests; a method's test starts from its class test's names. An
-    example that imports a package that is not installed is left out, with the tests that
-    continue it; the test fails when nothing of the module is left to run, or when
-    ``REQUIRE_EXTRAS`` is set."""
+    """Run a module's doctests; a method's test starts from its class test's names (a mixin's
+    method's from those of the class assembled from the mixin). An example that imports a
+    package that is not installed is left out, with the tests that continue it; the test
+    fails when nothing of the module is left to run, or when ``REQUIRE_EXTRAS`` is set."""
     module = importlib.import_module(module_name)
     tests = sorted(doctest.DocTestFinder(exclude_empty=True).find(module), key=lambda t: t.name)
     runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
     report = []
     finished, left_out = {}, {}  # test name -> globals it left; -> packages it lacked
+    for mixin, cls in mixins().items():  # run first, as the mixin's test: its methods follow
+        if mixin.rpartition(".")[0] == module_name:
+            tests.insert(0, _class_example(cls))
+            tests[0].name = mixin
     for test in tests:  # sorted by name: a class's test precedes its methods' tests
         parent = test.name.rpartition(".")[0]
         missing = _missing_imports([test]) or left_out.get(parent)
         if missing:
             left_out[test.name] = missing
             continue
-        if parent in finished:
-            test.globs = {**test.globs, **finished[parent]}
+        for earlier in (parent, test.name):  # a mixin's own docstring: after the class's
+            if earlier in finished:
+                test.globs = {**test.globs, **finished[earlier]}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             runner.run(test, out=report.append, clear_globs=False)

@@ -3,30 +3,30 @@
 Every sampler in this package sees a PyMC model only through this class: plain NumPy in,
 plain NumPy out, with ``theta`` the flat vector of PyMC's transformed value variables in
 ``DictToArrayBijection`` order (the order of ``vars``).
+
+The class is a facade: its construction, the bijection between points and ``theta``, the
+read-only views of its pieces and pickling are here; its other public methods come from
+mixins, one module each: :mod:`~pymc_minibatch.model.row_evaluation` (on a set of rows),
+:mod:`~pymc_minibatch.model.gradient_estimates`, :mod:`~pymc_minibatch.model.full_data`
+(passes over all rows, the fits) and :mod:`~pymc_minibatch.model.graph_functions`.
 """
 
 import time
 
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
-import scipy.optimize
 from pymc.blocking import DictToArrayBijection, RaveledVars
-from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
-from pymc.util import get_value_vars_from_user_vars
-from pymc.vartypes import continuous_types
+from pymc.pytensorf import make_shared_replacements
 from pytensor.graph.traversal import ancestors
 
 from pymc_minibatch._compat import default_compile_mode
-from pymc_minibatch._deprecation import renamed_arguments
-from pymc_minibatch.model import functions as compiled
-from pymc_minibatch.model import gradients
-from pymc_minibatch.model.builders import ThetaGraph
-from pymc_minibatch.model.dask_passes import SummedFirstOutput
-from pymc_minibatch.model.functions import CompiledFunctions, RowsFunction, SymbolicModel
+from pymc_minibatch.model.builders import build_theta_graph
+from pymc_minibatch.model.full_data import FullData
+from pymc_minibatch.model.functions import CompiledFunctions
+from pymc_minibatch.model.gradient_estimates import GradientEstimates
 from pymc_minibatch.model.graph import build_row_graph
-from pymc_minibatch.model.laplace import fit_laplace
-from pymc_minibatch.model.parity import check_rows_factorise
+from pymc_minibatch.model.graph_functions import GraphFunctions
+from pymc_minibatch.model.row_evaluation import RowEvaluation
 from pymc_minibatch.model.rows import (
     RowSource,
     picklable_rows,
@@ -34,22 +34,15 @@ from pymc_minibatch.model.rows import (
     unpickled_rows,
 )
 from pymc_minibatch.model.setup_report import SetupReport
-from pymc_minibatch.model.structure import detect_structure
 from pymc_minibatch.model.validation import (
     refuse_imputed_observations,
     refuse_non_finite_rows,
     refuse_rows_outside_support,
 )
-
-#: Rows per call when a method runs over all the data (bounds memory for memmap data). A
-#: block is also a Dask task's read of chunked rows: at 2^17 rows, glibc kept per thread
-#: what the blocks freed (see ``benchmarks/chunked_rows.py``'s peak memory).
-FULL_DATA_CHUNK_ROWS = 2**16
-#: Rows per vectorised Jacobian call (its cost grows with the square of the rows).
-JACOBIAN_BLOCK_ROWS = 128
+from pymc_minibatch.model.variables import select_value_vars
 
 
-class MinibatchModel:
+class MinibatchModel(RowEvaluation, GradientEstimates, FullData, GraphFunctions):
     """A PyMC model seen as ``log p(theta) + sum_i log p(y_i | theta)`` over its rows.
 
     A *row* is everything the observed variables hold at one index of the row axis (the
@@ -150,19 +143,9 @@ class MinibatchModel:
             if _shared is not None
             else make_shared_replacements(self._initial_point, self.value_vars, model)
         )
-        joined, theta = join_nonshared_inputs(
-            self._initial_point,
-            [*graph.row_terms, graph.logprior, graph.log_jacobian],
-            self.value_vars,
-            self.shared,
-        )
-        *terms, logprior, log_jacobian = joined
-        loglik = terms[0] if len(terms) == 1 else pt.add(*terms)
-        self._theta_graph = ThetaGraph(theta, graph.row_inputs, terms, loglik, logprior,
-                                       log_jacobian, model.check_bounds)  # fmt: skip
+        self._theta_graph = build_theta_graph(graph, self._initial_point, self.value_vars,
+                                              self.shared, model.check_bounds)  # fmt: skip
         self._functions = CompiledFunctions(self)
-        self._laplace = None
-        self._structure = None
         self.setup_report = SetupReport(self.n_data, progressbar, started)
         """Full-data passes and seconds per stage of the construction of a step on this
         model (:class:`~pymc_minibatch.model.setup_report.SetupReport`)."""
@@ -312,501 +295,6 @@ class MinibatchModel:
         """
         return self.theta_from_point(self._initial_point)
 
-    # ---- minibatch quantities -----------------------------------------------------------
-    def gather_rows(self, idx):
-        """The data of rows ``idx`` (repeats allowed), one in-memory array per row input:
-        read once, then passed to several evaluations as ``rows=``.
-
-        Examples
-        --------
-        >>> sorted(rows.shape for rows in mm.gather_rows(np.array([0, 2])))  # X and y
-        [(2,), (2, 3)]
-        """
-        return self._rows.gather(idx)
-
-    def loglik(self, theta, idx):
-        """Log-likelihood of rows ``idx`` (repeats allowed) at ``theta``, shape ``(len(idx),)``.
-
-        Examples
-        --------
-        >>> mm.loglik(np.zeros(3), np.array([0, 1, 1])).round(4)
-        array([-0.6931, -0.6931, -0.6931])
-        """
-        return self._functions.call("loglik", self.as_theta(theta), *self._rows.gather(idx))
-
-    def loglik_pair(self, theta, theta2, idx=None, *, rows=None):
-        """``(loglik(theta, idx), loglik(theta2, idx))`` from one call on the same rows.
-
-        ``rows``: the rows already read by :meth:`gather_rows` (instead of ``idx``).
-
-        Examples
-        --------
-        >>> current, proposed = mm.loglik_pair(np.zeros(3), np.ones(3), np.arange(5))
-        >>> current.shape, proposed.shape
-        ((5,), (5,))
-        """
-        if rows is None:
-            rows = self._rows.gather(idx)
-        return tuple(
-            self._functions.call("loglik_pair", self.as_theta(theta), self.as_theta(theta2), *rows)
-        )
-
-    def grad_loglik(self, theta, idx, per_row=False):
-        """Gradient of the log-likelihood of rows ``idx`` with respect to ``theta``.
-
-        Returns the gradient of the sum over rows, shape ``(ndim,)``, or with
-        ``per_row=True`` one gradient per row, shape ``(len(idx), ndim)``.
-
-        Examples
-        --------
-        >>> mm.grad_loglik(np.zeros(3), np.arange(10)).shape
-        (3,)
-        >>> mm.grad_loglik(np.zeros(3), np.arange(10), per_row=True).shape  # doctest: +SKIP
-        (10, 3)
-        """
-        theta = self.as_theta(theta)
-        if not per_row:
-            return self._functions.call("grad_loglik", theta, *self._rows.gather(idx))[1]
-        idx = np.asarray(idx).ravel()
-        # a vectorised Jacobian costs O(B^2): work in blocks of JACOBIAN_BLOCK_ROWS rows
-        blocks = [
-            self._jacobian_block(theta, idx[start : start + JACOBIAN_BLOCK_ROWS])
-            for start in range(0, idx.size, JACOBIAN_BLOCK_ROWS)
-        ]
-        return np.concatenate(blocks) if blocks else np.empty((0, self.ndim))
-
-    def loglik_and_grad(self, theta, idx):
-        """``(loglik(theta, idx), grad of their sum)`` from one call on the same rows.
-
-        Examples
-        --------
-        >>> values, grad = mm.loglik_and_grad(np.zeros(3), np.arange(10))
-        >>> values.shape, grad.shape
-        ((10,), (3,))
-        """
-        values, grad = self._functions.call("grad_loglik", self.as_theta(theta),
-                                            *self._rows.gather(idx))  # fmt: skip
-        return values, grad
-
-    def _jacobian_block(self, theta, idx):
-        if idx.size == 1:
-            # PyTensor 2.x raises on a vectorised Jacobian over a single gathered row
-            # (AdvancedIncSubtensor1 runtime-broadcasting check): evaluate the row twice
-            rows = self._rows.gather(np.repeat(idx, 2))
-            return self._functions.call("grad_loglik_rows", theta, *rows)[1][:1]
-        return self._functions.call("grad_loglik_rows", theta, *self._rows.gather(idx))[1]
-
-    def directional_grad_loglik(self, theta, direction, idx):
-        """Per-row directional derivatives ``grad l_i(theta) . direction``, shape (len(idx),).
-
-        One forward-mode product (Jacobian times vector) over the batch, in O(len(idx)).
-
-        Examples
-        --------
-        Against a finite difference:
-
-        >>> theta, direction, idx = np.zeros(3), np.array([1.0, 0.0, 0.0]), np.arange(4)
-        >>> step = (mm.loglik(theta + 1e-6 * direction, idx) - mm.loglik(theta, idx)) / 1e-6
-        >>> np.allclose(mm.directional_grad_loglik(theta, direction, idx), step, atol=1e-5)
-        True
-        """
-        theta, direction = self.as_theta(theta), self.as_theta(direction)
-        return self._functions.call("directional_grad_loglik", theta, direction,
-                                    *self._rows.gather(idx))  # fmt: skip
-
-    def grad_estimate(self, theta, idx, weights=None):
-        """Unbiased minibatch estimate of the log posterior and its gradient.
-
-        ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx))`` and its gradient:
-        unbiased for the full log posterior when ``idx`` is drawn uniformly (with or
-        without replacement). ``weights`` (one per row of ``idx``) replace ``N / len(idx)``
-        for batches drawn otherwise (stratified: :mod:`pymc_minibatch.kernels.strata`).
-
-        Examples
-        --------
-        >>> rng = np.random.default_rng(1)
-        >>> value, grad = mm.grad_estimate(np.zeros(3), rng.choice(mm.n_data, 100))
-        >>> grad.shape
-        (3,)
-        """
-        return gradients.grad_estimate(self, theta, idx, weights)
-
-    @renamed_arguments(centre="center")
-    def grad_estimate_difference(self, theta, center, idx, weights=None):
-        """:meth:`grad_estimate` at ``theta`` minus its likelihood part at ``center``.
-
-        ``logprior(theta) + N / len(idx) * sum(loglik(theta, idx) - loglik(center, idx))``
-        and its gradient with respect to ``theta`` minus the likelihood part's gradient at
-        ``center``, from one call on rows gathered once: the minibatch part of a
-        control-variate estimate (see
-        :class:`~pymc_minibatch.model.control_variates.ControlVariateGradients`).
-
-        Examples
-        --------
-        >>> value, grad = mm.grad_estimate_difference(np.ones(3), np.ones(3), np.arange(100))
-        >>> bool(np.isclose(value, mm.logprior(np.ones(3))))
-        True
-        >>> bool(np.allclose(grad, mm.logprior_and_grad(np.ones(3))[1]))
-        True
-        """
-        return gradients.grad_estimate_difference(self, theta, center, idx, weights)
-
-    def grad_estimate_particles(self, thetas, idx):
-        """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
-        same rows ``idx`` (gathered once). Returns values ``(M,)`` and gradients ``(M, ndim)``.
-
-        One call of one compiled function for all particles: the graph of
-        :meth:`grad_estimate` and its gradient vectorised over a leading particle axis of
-        ``theta`` (``pytensor.graph.replace.vectorize_graph``). A parameter outside its
-        support gives ``-inf`` (or is not checked, with ``check_bounds=False``) at that
-        particle alone, as in :meth:`grad_estimate`.
-
-        Examples
-        --------
-        >>> values, grads = mm.grad_estimate_particles(np.zeros((4, 3)), np.arange(100))
-        >>> values.shape, grads.shape
-        ((4,), (4, 3))
-        """
-        return gradients.grad_estimate_particles(self, thetas, idx)
-
-    # ---- row-free and full-data quantities ----------------------------------------------
-    def logprior(self, theta):
-        """Priors with transform Jacobians, plus every term that touches no rows.
-
-        Examples
-        --------
-        >>> round(mm.logprior(np.zeros(3)), 4)  # three standard normals at 0
-        -2.7568
-        """
-        return float(self._functions.call("logprior", self.as_theta(theta)))
-
-    def logprior_and_grad(self, theta):
-        """``(logprior(theta), gradient)``.
-
-        Examples
-        --------
-        >>> value, grad = mm.logprior_and_grad(np.ones(3))
-        >>> grad
-        array([-1., -1., -1.])
-        """
-        value, grad = self._functions.call("logprior_and_grad", self.as_theta(theta))
-        return float(value), grad
-
-    def log_jacobian_and_grad(self, theta):
-        """The transforms' log-Jacobians (included in :meth:`logprior`) and their gradient.
-
-        Samplers that temper the prior (MINT) temper the density of the constrained
-        values, not the Jacobian, so that the tempered target does not depend on the
-        parametrisation.
-
-        Examples
-        --------
-        >>> mm.log_jacobian_and_grad(np.zeros(3))[0]  # beta is untransformed
-        0.0
-        """
-        value, grad = self._functions.call("log_jacobian_and_grad", self.as_theta(theta))
-        return float(value), grad
-
-    def chunk_cache_counts(self):
-        """``(hits, misses)`` of the chunk caches of chunked ``data=`` arrays so far (see
-        :class:`~pymc_minibatch.ChunkedRows`); ``(0, 0)`` without them.
-
-        Examples
-        --------
-        >>> mm.chunk_cache_counts()  # mm's rows are NumPy arrays
-        (0, 0)
-        """
-        return self._rows.cache_counts()
-
-    def prefetch_rows(self, idx):
-        """Announce that rows ``idx`` will be read by the next calls: chunked ``data=``
-        arrays read them now, in one pass over their chunks
-        (:meth:`~pymc_minibatch.ChunkedRows.prefetch`).
-        Nothing changes in what any call returns.
-
-        Examples
-        --------
-        >>> mm.prefetch_rows(np.array([7, 2, 7]))  # mm's rows are in memory: nothing to read
-        >>> mm.loglik(theta, np.array([7, 2])).shape
-        (2,)
-        """
-        self._rows.prefetch(idx)
-
-    def full_loglik(self, theta):
-        """Log-likelihood summed over all N rows (in chunks).
-
-        Examples
-        --------
-        >>> round(mm.full_loglik(np.zeros(3)), 2)  # 1000 rows at p = 1/2
-        -693.15
-        """
-        return sum(self._over_all_rows("loglik", theta, summed=True))
-
-    def full_loglik_rows(self, theta):
-        """The log-likelihood of each of the N rows (one pass over the data, in chunks).
-
-        Examples
-        --------
-        >>> mm.full_loglik_rows(np.zeros(3)).shape
-        (1000,)
-        """
-        return np.concatenate(self._over_all_rows("loglik", theta))
-
-    def logp(self, theta):
-        """Full log posterior (unnormalised) over all N rows; equals ``model.compile_logp()``.
-
-        Examples
-        --------
-        >>> theta = np.array([0.1, 0.2, 0.3])
-        >>> bool(np.isclose(mm.logp(theta), model.compile_logp()(mm.point_from_theta(theta))))
-        True
-        """
-        return self.logprior(theta) + self.full_loglik(theta)
-
-    def logp_and_grad(self, theta):
-        """Full log posterior over all N rows and its gradient.
-
-        Examples
-        --------
-        >>> value, grad = mm.logp_and_grad(np.zeros(3))
-        >>> grad.shape
-        (3,)
-        """
-        theta = self.as_theta(theta)
-        total, grad = self.logprior_and_grad(theta)
-        grad = grad.copy()
-        for block_total, chunk_grad in self._over_all_rows("grad_loglik", theta, summed=True):
-            total += block_total
-            grad += chunk_grad
-        return total, grad
-
-    def _over_all_rows(self, name, theta, summed=False):
-        """Compiled function ``name`` on each chunk of all N rows, in order: one full-data
-        pass, in this process or through Dask when rows are in chunked arrays. With
-        ``summed``, its first output (one value per row) is summed within each chunk."""
-        function = self._functions.block_function(name)
-        return self.over_all_rows(SummedFirstOutput(function) if summed else function, theta)
-
-    def over_all_rows(self, function, theta, consume=None):
-        """``[function(theta, *rows) for each block of rows]``, in order: one full-data pass
-        over blocks of ``FULL_DATA_CHUNK_ROWS`` rows, in this process or as Dask tasks when
-        rows are in chunked arrays (``function`` must then pickle; a
-        :meth:`RowsFunction.block_function` pickles once per pass and compiles once per
-        worker). With ``consume``, each block's result goes to ``consume(result)`` in order
-        instead, and is not kept.
-
-        Examples
-        --------
-        >>> evaluate = mm.rows_function([model["beta"].sum()]).block_function()
-        >>> [values[0].shape for values in mm.over_all_rows(evaluate, np.ones(3))]
-        [(1000,)]
-        """
-        theta = self.as_theta(theta)
-        with self.setup_report.full_data_pass() as advance:
-            return self._rows.map_chunks(function, theta, FULL_DATA_CHUNK_ROWS, consume,
-                                         advance)  # fmt: skip
-
-    @property
-    def full_data_passes(self):
-        """Passes over all N rows so far (mode search, curvature, bounds, fallback steps)."""
-        return self.setup_report.passes
-
-    @property
-    def pass_seconds(self):
-        """The wall time of each of these passes, in order."""
-        return self.setup_report.pass_seconds
-
-    def symbolic(self):
-        """The symbolic pieces compiled functions are built from: ``theta`` (the flat vector
-        of sampled values), the row inputs, the per-row log-likelihood over a batch of rows
-        and the log prior (see :class:`SymbolicModel`).
-
-        Examples
-        --------
-        >>> symbolic = mm.symbolic()
-        >>> symbolic.theta.type.shape, symbolic.loglik.ndim
-        ((3,), 1)
-        """
-        graph = self._theta_graph
-        return SymbolicModel(graph.theta, list(graph.rows), graph.loglik, graph.logprior)
-
-    def graph_function(self, name, graph):
-        """A function of ``theta`` and a block of rows built from :meth:`symbolic`, compiled
-        once, as a :class:`BlockFunction` (for :meth:`over_all_rows`, also through Dask).
-
-        ``graph(symbolic)`` returns ``(extra_inputs, outputs)``; the compiled function is
-        ``f(theta, *extra_inputs, *rows)``. ``graph`` must pickle (a module-level function
-        or a ``functools.partial`` of one) and ``name`` identify it.
-
-        Examples
-        --------
-        >>> def block_total(symbolic):
-        ...     return [], symbolic.loglik.sum()
-        >>> total = mm.graph_function("block_total", block_total)
-        >>> bool(np.isclose(total(np.zeros(3), *mm.gather_rows(np.arange(1000))),
-        ...                 mm.full_loglik(np.zeros(3))))
-        True
-        """
-        return self._functions.block_function(f"graph:{name}", graph=graph)
-
-    def prior_function(self, name, graph):
-        """A compiled function of ``theta`` alone built from :meth:`symbolic`: ``graph``
-        returns ``(extra_inputs, outputs)`` that must not depend on the rows; the function
-        is ``f(theta, *extra_inputs)``, compiled once.
-
-        Examples
-        --------
-        >>> import pytensor
-        >>> def prior_gradient(symbolic):
-        ...     return [], pytensor.grad(symbolic.logprior, symbolic.theta)
-        >>> mm.prior_function("prior_gradient", prior_gradient)(np.ones(3))
-        array([-1., -1., -1.])
-        """
-        return compiled.prior_function(self, name, graph)
-
-    def theta_function(self, outputs):
-        """A compiled function of ``theta`` alone computing ``outputs``, graphs in the model's
-        value variables that do not depend on the rows (such as
-        ``model.logp(vars, sum=False)``).
-
-        Examples
-        --------
-        >>> f = mm.theta_function(mm.model.logp(vars=mm.model.free_RVs, sum=False))
-        >>> [term.shape for term in f(np.zeros(3))]
-        [(3,)]
-        """
-        return compiled.theta_function(self, outputs)
-
-    def find_map(self, theta=None):
-        """Posterior mode in ``theta``-space by L-BFGS on the full-data log posterior.
-
-        Starts from ``theta`` (default: the initial point); each iteration is one pass over
-        the data.
-
-        Examples
-        --------
-        >>> theta_map = mm.find_map()
-        >>> bool(np.all(mm.point_from_theta(theta_map)["beta"] > 0))
-        True
-        """
-        start = self.initial_theta() if theta is None else self.as_theta(theta)
-
-        def objective(value):
-            logp, grad = self.logp_and_grad(value)
-            return -logp, -grad
-
-        result = scipy.optimize.minimize(objective, start, jac=True, method="L-BFGS-B")
-        return result.x
-
-    def laplace(self, rng=None):
-        """The Laplace approximation of the full-data posterior (computed once, then cached).
-
-        The mode by Newton's method with the exact full-data Hessian from the initial point,
-        and that Hessian there, factorised (block by block in hierarchical models); see
-        :mod:`pymc_minibatch.model.laplace`. ``rng`` jitters the starts of the searches tried
-        again when the first does not end at a mode (default: a fixed seed, so that the fit
-        is a function of the model).
-
-        Examples
-        --------
-        >>> fit = mm.laplace()
-        >>> bool(np.allclose(fit.mode, mm.find_map(), atol=1e-3))
-        True
-        >>> fit.draw(np.random.default_rng(0), size=5).shape
-        (5, 3)
-        """
-        if self._laplace is None:
-            with self.setup_report.stage("Laplace fit"):
-                self._laplace = fit_laplace(self, rng=rng)
-        return self._laplace
-
-    def structure(self):
-        """Which coordinates of ``theta`` each row touches (computed once, then cached):
-        shared ones, and in hierarchical models the local ones of the row's group; see
-        :mod:`pymc_minibatch.model.structure`.
-
-        Examples
-        --------
-        >>> structure = mm.structure()
-        >>> structure.shared, structure.local.shape  # beta: every row touches all three
-        (array([0, 1, 2]), (0, 0))
-        """
-        if self._structure is None:
-            self._structure = detect_structure(self)
-        return self._structure
-
-    # ---- construction-time parity check -------------------------------------------------
-    def check(self, n_reference_rows=24, random_seed=20261129):
-        """Confirm that each row's log-likelihood ignores the other rows in its batch.
-
-        At the initial point and a jittered one, evaluates a reference batch of rows and
-        then sub-batches of it (a single row, and a shuffled batch with repeats); every
-        per-row value must equal the reference value of the same row.
-
-        Raises
-        ------
-        NonFactorizableError
-            Naming the observed variable whose per-row values differ or fail to evaluate.
-
-        Examples
-        --------
-        >>> mm.check()  # passes silently for a model that factorises
-        """
-        check_rows_factorise(self, n_reference_rows, random_seed)
-
-    # ---- compiled functions (built on first use) -----------------------------------------
-    def rows_function(self, outputs):
-        """Per-row expressions of the model's free variables and rows, as a picklable
-        :class:`RowsFunction` ``f(theta, *rows)`` (rows from :meth:`gather_rows`).
-
-        ``outputs`` are scalars or vectors over the batch, built from the observed
-        variables of the row graph (whose parameters refer to free random variables and to
-        the symbolic row inputs); ``f`` gives one array of shape ``(len(idx),)`` per output.
-
-        Examples
-        --------
-        A scalar expression of the free variables is broadcast over the rows:
-
-        >>> evaluate = mm.rows_function([model["beta"].sum()])
-        >>> evaluate(np.ones(3), *mm.gather_rows(np.arange(2)))
-        [array([3., 3.])]
-        """
-        return RowsFunction(self, outputs)
-
-    def compile_rows_function(self, outputs):
-        """:meth:`rows_function` read at any rows: ``evaluate(theta, idx=None)`` gives one
-        array of shape ``(len(idx),)`` per output; ``idx=None`` means all N rows (one pass).
-
-        Examples
-        --------
-        >>> evaluate = mm.compile_rows_function([model["beta"].sum()])
-        >>> evaluate(np.ones(3), idx=np.arange(2))
-        [array([3., 3.])]
-        """
-        return compiled.rows_evaluator(self.rows_function(outputs))
-
-    def rows_graph_function(self, name, rows_function, graph):
-        """As :meth:`graph_function`, with the outputs of ``rows_function`` (a
-        :class:`RowsFunction`) as graphs: ``graph(symbolic, per_row)`` returns
-        ``(extra_inputs, outputs)``, and the function is ``f(theta, *extra_inputs,
-        *rows)``, so that expressions of several points' per-row outputs compile into one
-        function. ``name`` identifies ``graph`` for ``rows_function``.
-
-        Examples
-        --------
-        >>> from pytensor.graph.replace import clone_replace
-        >>> def at_two_points(symbolic, per_row):
-        ...     theta2 = symbolic.theta.type("theta2")
-        ...     return [theta2], [*per_row, *clone_replace(per_row, {symbolic.theta: theta2})]
-        >>> total = mm.rows_function([model["beta"].sum()])
-        >>> pair = mm.rows_graph_function("at_two_points", total, at_two_points)
-        >>> pair(np.ones(3), np.zeros(3), *mm.gather_rows(np.arange(2)))
-        [array([3., 3.]), array([0., 0.])]
-        """
-        return self._functions.block_function(f"rows_graph:{name}:{rows_function.name}",
-                                              rows_function.outputs, rows_function.row_inputs,
-                                              graph)  # fmt: skip
-
     # ---- pickling: compiled functions are rebuilt, shared variables kept -----------------
     def __getstate__(self):
         return {
@@ -826,26 +314,3 @@ class MinibatchModel:
         self.__init__(
             model, value_vars, data=data, check=False, mode=state["mode"], _shared=state["shared"]
         )
-
-
-def select_value_vars(model, vars):
-    """The value variables of ``vars`` (default: every continuous free variable of ``model``).
-
-    Raises
-    ------
-    ValueError
-        If ``vars`` holds a discrete variable, or ``model`` has no continuous one.
-    """
-    if vars is None:
-        value_vars = [v for v in model.value_vars if v.dtype in continuous_types]
-        if not value_vars:
-            raise ValueError("the model has no continuous free variables to sample")
-        return value_vars
-    value_vars = get_value_vars_from_user_vars(vars, model)
-    discrete = [v.name for v in value_vars if v.dtype not in continuous_types]
-    if discrete:
-        raise ValueError(
-            f"discrete variables {discrete} cannot be moved by a minibatch sampler; leave "
-            "them out of `vars` and let PyMC assign them another step (e.g. pm.Metropolis)"
-        )
-    return value_vars

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import pytensor
 import pytensor.tensor as pt
 from pymc.logprob.utils import local_check_parameter_to_ninf_switch, local_remove_check_parameter
+from pymc.pytensorf import join_nonshared_inputs
 from pytensor.graph.fg import FunctionGraph
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from pytensor.graph.rewriting.basic import in2out
@@ -34,6 +35,22 @@ class ThetaGraph(NamedTuple):
     """The transforms' log-Jacobians alone (a scalar, part of ``logprior``)."""
     check_bounds: bool
     """The model's ``check_bounds``: whether PyMC's parameter checks are kept."""
+
+
+def build_theta_graph(row_graph, initial_point, value_vars, shared, check_bounds):
+    """The pieces of ``row_graph`` (:class:`~pymc_minibatch.model.graph.RowGraph`) as
+    functions of ``theta``, the flat vector of ``value_vars`` at ``initial_point``'s shapes;
+    the other free variables enter as the ``shared`` variables that replace them."""
+    joined, theta = join_nonshared_inputs(
+        initial_point,
+        [*row_graph.row_terms, row_graph.logprior, row_graph.log_jacobian],
+        value_vars,
+        shared,
+    )
+    *terms, logprior, log_jacobian = joined
+    loglik = terms[0] if len(terms) == 1 else pt.add(*terms)
+    return ThetaGraph(theta, row_graph.row_inputs, terms, loglik, logprior, log_jacobian,
+                      check_bounds)  # fmt: skip
 
 
 def _loglik(graph):

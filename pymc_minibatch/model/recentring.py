@@ -58,7 +58,7 @@ from pytensor.tensor.random.basic import NormalRV
 from pytensor.tensor.type_other import NoneTypeT
 
 from pymc_minibatch._compat import IS_PYMC6
-from pymc_minibatch.model.adapter import select_value_vars
+from pymc_minibatch.model.variables import select_value_vars
 
 _log = logging.getLogger("pymc_minibatch")
 #: The ops that index a variable (PyTensor 3.3 has no ``AdvancedSubtensor1``).

@@ -25,8 +25,9 @@ from pymc_minibatch.kernels.adaptation import (
     dual_averaging_update,
 )
 from pymc_minibatch.kernels.row_queue import RowQueue, queue_length
-from pymc_minibatch.model.adapter import MinibatchModel, select_value_vars
+from pymc_minibatch.model.adapter import MinibatchModel
 from pymc_minibatch.model.recentring import recentring
+from pymc_minibatch.model.variables import select_value_vars
 
 
 @dataclass_state

@@ -9,7 +9,7 @@ import pytest
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
-from pymc_minibatch.model import adapter
+from pymc_minibatch.model import full_data
 from pymc_minibatch.model.expansions import second_order_bounds
 from pymc_minibatch.model.lipschitz import derive_bounds
 from tests.model.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
@@ -26,7 +26,7 @@ THETA = np.array([1.2, 0.7, -0.4])
 @pytest.fixture(autouse=True)
 def three_blocks_per_pass(monkeypatch):
     """Full-data passes in blocks of 1024 rows: three Dask tasks per pass, added in order."""
-    monkeypatch.setattr(adapter, "FULL_DATA_CHUNK_ROWS", 1024)
+    monkeypatch.setattr(full_data, "FULL_DATA_CHUNK_ROWS", 1024)
 
 
 @pytest.fixture(scope="module")

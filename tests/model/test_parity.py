@@ -17,7 +17,7 @@ import pytensor.tensor as pt
 import pytest
 
 import pymc_minibatch as pmm
-from pymc_minibatch.model import adapter
+from pymc_minibatch.model import full_data
 
 N_ROWS = 600
 N_FEATURES = 3
@@ -435,7 +435,7 @@ def test_logp_in_chunks_equals_logp_in_one_piece(case, monkeypatch):
     mm = case.mm
     theta = case.thetas[2]
     whole_value, whole_grad = mm.logp(theta), mm.logp_and_grad(theta)[1]
-    monkeypatch.setattr(adapter, "FULL_DATA_CHUNK_ROWS", 37)
+    monkeypatch.setattr(full_data, "FULL_DATA_CHUNK_ROWS", 37)
     chunked_value, chunked_grad = mm.logp_and_grad(theta)
     _assert_close_scalar(mm.logp(theta), whole_value, rtol=1e-12, what="chunked logp")
     _assert_close_scalar(chunked_value, whole_value, rtol=1e-12, what="chunked logp_and_grad")

@@ -15,7 +15,7 @@ from pymc_minibatch.kernels.pcn import (
     TRIAL_STEPS,
     rho_search_best,
 )
-from pymc_minibatch.model import adapter, expansions, linear_curvature
+from pymc_minibatch.model import expansions, full_data, linear_curvature
 from tests.quadrature import GridMarginal, agreement
 
 RNG = np.random.default_rng(5)
@@ -124,7 +124,7 @@ def test_one_pass_gives_the_bounds_and_sums_of_the_rows_expansions(block_rows, m
     ``H = -sum_i p_i (1 - p_i) x_i x_i'`` and ``c_i = K ||L' x_i||^3 / 6`` with ``K = 1 / (6
     sqrt 3)`` the bound on the log-sigmoid's third derivative; in one block, and in blocks
     (and sub-blocks) of 64 rows. Nothing is kept per row but ``c``, in float32."""
-    monkeypatch.setattr(adapter, "FULL_DATA_CHUNK_ROWS", block_rows)
+    monkeypatch.setattr(full_data, "FULL_DATA_CHUNK_ROWS", block_rows)
     monkeypatch.setattr(expansions, "SUB_BLOCK_ROWS", min(block_rows, 32))
     monkeypatch.setattr(linear_curvature, "SUB_BLOCK_ROWS", min(block_rows, 32))
     model = logistic()
