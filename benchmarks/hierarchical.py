@@ -1,7 +1,7 @@
 """A hierarchical model on tall data: time to the answer of TunaMH, SGLD and SVGD against NUTS.
 
 The centred varying-intercept logistic regression of the hierarchical zoo
-(``tests/zoo_hierarchical.py``: ``a[g] + X @ beta`` with 4 covariates, ``a ~ Normal(mu,
+(``tests/support/zoo_hierarchical.py``: ``a[g] + X @ beta`` with 4 covariates, ``a ~ Normal(mu,
 tau)``, 5% of the groups empty and 10% with fewer than ten rows, the rest log-normally
 sized) at ``--rows`` rows and each of ``--groups``. Every group here has many rows on
 average, so the centred form is also NUTS's better parametrisation.
@@ -77,9 +77,9 @@ from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
 from pymc_minibatch._compat import sample_stats  # noqa: E402
-from tests.mcse import ess, mcse_mean  # noqa: E402
-from tests.zoo import scalar_draws  # noqa: E402
-from tests.zoo_hierarchical import intercepts_logistic  # noqa: E402
+from tests.support.mcse import ess, mcse_mean  # noqa: E402
+from tests.support.zoo import scalar_draws  # noqa: E402
+from tests.support.zoo_hierarchical import intercepts_logistic  # noqa: E402
 
 SAMPLERS = ("nuts", "nutpie", "tunamh", "tunamh_unblocked", "sgld", "svgd", "svgd_joint")
 PARTICLES = {"svgd": "auto", "svgd_joint": "joint"}

@@ -1,7 +1,7 @@
 """The Laplace fit of a hierarchical model from all rows: time, passes and memory against G.
 
 The varying-intercept logistic regression of the hierarchical zoo
-(``tests/zoo_hierarchical.py``, centred) on ``N`` rows with ``G`` groups: the exact
+(``tests/support/zoo_hierarchical.py``, centred) on ``N`` rows with ``G`` groups: the exact
 block-arrowhead curvature and the Newton search of :meth:`pymc_minibatch.MinibatchModel.laplace`
 (every row in every pass, whatever ``G``). Each fit runs in a fresh process, so that its
 peak memory is its own. Run from the repository root::
@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def fit_once(n_groups, n_rows):
     """One fit, in this process: a dict of the measurements."""
-    sys.path.insert(0, str(ROOT))  # import tests.zoo_hierarchical
+    sys.path.insert(0, str(ROOT))  # import tests.support.zoo_hierarchical
     import warnings
 
     import numpy as np
 
     import pymc_minibatch as pmm
-    from tests.zoo_hierarchical import intercepts_logistic
+    from tests.support.zoo_hierarchical import intercepts_logistic
 
     model = intercepts_logistic(n_groups, n_rows, centred=True)
     data_bytes = sum(array.nbytes for array in _constants(model))

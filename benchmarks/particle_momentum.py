@@ -1,6 +1,6 @@
 """SVGD on hierarchical models: momentum, particles and steps, against NUTS's stored reference.
 
-Two models of the hierarchical zoo (``tests/zoo_hierarchical.py``, 10^5 rows, 1000 groups,
+Two models of the hierarchical zoo (``tests/support/zoo_hierarchical.py``, 10^5 rows, 1000 groups,
 5% of them empty and 10% with fewer than ten rows), both centred:
 ``intercepts_logistic_G1000_centred`` (1006 parameters, the group scale ``tau``) and
 ``slopes_normal_G1000_centred`` (2007 parameters, a varying intercept and slope, the group
@@ -38,7 +38,7 @@ from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
 from pymc_minibatch.kernels import particles as particle_kernels  # noqa: E402
-from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
+from tests.support.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
 
 INTERCEPTS, SLOPES = "intercepts_logistic_G1000_centred", "slopes_normal_G1000_centred"
 #: Each model's group scales.

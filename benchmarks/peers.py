@@ -457,7 +457,7 @@ def worker(args):
     """
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
-    from tests.mcse import ess
+    from tests.support.mcse import ess
 
     with np.load(args.data) as data:
         X, y = data["X"], data["y"]

@@ -1,12 +1,12 @@
 """SGLD on hierarchical models with batches stratified by group against uniform batches.
 
 The centred varying-intercept logistic models of the hierarchical zoo
-(``tests/zoo_hierarchical.py``: 10^5 rows, 100 or 1000 groups, 5% of them empty and 10% with
+(``tests/support/zoo_hierarchical.py``: 10^5 rows, 100 or 1000 groups, 5% of them empty and 10% with
 fewer than ten rows), ``pmm.SGLD(batch_size=1000)`` at its defaults with ``stratify=True``
 and ``stratify=False``: 2 chains of 1000 tuning and 5000 kept draws, one core, seed 7.
 Per row: the measured noise ratio ``r`` and the default step ``h`` it gives, setup and
 sampling seconds, min and median bulk ESS over all scalars, ESS/s (min ESS over sampling
-seconds), and against NUTS's stored reference (``tests/zoo_hierarchical_reference.json``)
+seconds), and against NUTS's stored reference (``tests/support/zoo_hierarchical_reference.json``)
 the largest |mean error| in posterior sds, the largest in combined Monte Carlo standard
 errors, and the range of sd / NUTS sd.
 
@@ -31,7 +31,7 @@ from hierarchical import compare, summarise  # noqa: E402
 from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
-from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
+from tests.support.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
 
 MODELS = ("intercepts_logistic_G100_centred", "intercepts_logistic_G1000_centred")
 

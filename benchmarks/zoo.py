@@ -1,7 +1,7 @@
 """Every sampler x every zoo model, with defaults: one table of ok / refused / error.
 
-The zoo (``tests/zoo.py``) holds everyday PyMC models on 10^5 rows with reference
-posteriors; ``tests/zoo_samplers.py`` says how each sampler is run and judged. Run from the
+The zoo (``tests/support/zoo.py``) holds everyday PyMC models on 10^5 rows with reference
+posteriors; ``tests/support/zoo_samplers.py`` says how each sampler is run and judged. Run from the
 repository root::
 
     python benchmarks/zoo.py                      # the whole table (about half an hour)
@@ -15,7 +15,7 @@ the docs build renders its table into "Which sampler".
 A cell is ``ok`` (within the sampler's tolerance of the reference), ``refused`` (at
 construction, naming the observed variable and what is missing), ``inaccurate`` (ran, but
 missed the tolerance), ``error`` (anything else, e.g. a divergence) or, for MINT and CMINT
-only, ``unchecked`` (ran, but ``tests/zoo_tempered_reference.json`` holds no reliable
+only, ``unchecked`` (ran, but ``tests/support/zoo_tempered_reference.json`` holds no reliable
 tempered reference for the model; every model has one at present).
 """
 
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from run_record import RESULTS, environment, write_results
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import tests.zoo*
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import tests.support.zoo*
 
-from tests.zoo import ZOO  # noqa: E402
-from tests.zoo_samplers import SAMPLERS, run_cell  # noqa: E402
+from tests.support.zoo import ZOO  # noqa: E402
+from tests.support.zoo_samplers import SAMPLERS, run_cell  # noqa: E402
 
 
 def main():

@@ -1,9 +1,9 @@
-"""NUTS reference posteriors of the hierarchical zoo models (``tests/zoo_hierarchical.py``).
+"""NUTS reference posteriors of the hierarchical zoo models (``tests/support/zoo_hierarchical.py``).
 
 For each family and group count, NUTS samples the *centred* model on the zoo's rows (nutpie's
 NUTS when nutpie is installed, else ``pm.sample``'s; 4 chains of 2000 draws after 1000 tuning
 steps, a fixed seed). Stored per scalar, as ``benchmarks/zoo_reference.py`` stores them: the
-posterior ``mean``, ``sd`` and the Monte Carlo standard errors of ``tests/mcse.py``, under
+posterior ``mean``, ``sd`` and the Monte Carlo standard errors of ``tests/support/mcse.py``, under
 ``"parameters"`` for the centred model's variables (``a``, ``b`` and the hyperparameters) and
 under ``"noncentred_parameters"`` for the non-centred model's (``z_a = (a - mu) / tau`` from
 the same draws, and the rest unchanged). The same posterior in the other coordinates: the
@@ -36,8 +36,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))  # for ``tests`` when run as a script
 
 from benchmarks.zoo_reference import diagnostics, summarise  # noqa: E402
-from tests.zoo import scalar_draws  # noqa: E402
-from tests.zoo_hierarchical import (  # noqa: E402
+from tests.support.zoo import scalar_draws  # noqa: E402
+from tests.support.zoo_hierarchical import (  # noqa: E402
     FAMILIES,
     GROUP_COUNTS,
     N_ROWS,
@@ -133,8 +133,8 @@ def main(argv=None):
             if info["r_hat_max"] >= 1.01 or info["divergences"] > 0:
                 print(f"WARNING: {name}: NUTS did not converge cleanly", flush=True)
             stored = {
-                "about": "NUTS reference posteriors of tests/zoo_hierarchical.py; regenerate "
-                "with python benchmarks/zoo_hierarchical_reference.py",
+                "about": "NUTS reference posteriors of tests/support/zoo_hierarchical.py; "
+                "regenerate with python benchmarks/zoo_hierarchical_reference.py",
                 "models": dict(sorted(models.items())),
             }
             # one line: the group effects make thousands of entries

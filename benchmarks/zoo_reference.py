@@ -1,13 +1,14 @@
-"""NUTS reference posteriors of the model zoo (``tests/zoo.py``) on the full data.
+"""NUTS reference posteriors of the model zoo (``tests/support/zoo.py``) on the full data.
 
 For every zoo model but ``normal_mean`` (whose reference is closed-form) this runs
 ``pm.sample(draws=2000, tune=1000, chains=4, cores=1, target_accept=0.9)`` with a fixed
 ``random_seed``, and stores per scalar of every free variable (constrained space, labelled
 ``"beta[0]"`` as in ``pmm.compare``) the posterior ``mean``, ``sd`` (over all draws) and the
-Monte Carlo standard errors ``mcse_mean`` and ``mcse_sd`` of ``tests/mcse.py``, rounded to 6
-significant digits, in ``tests/zoo_reference.json``. Each model's entry also records the run:
-settings, Python/PyMC/ArviZ versions, wall time of ``pm.sample`` (compilation and tuning
-included), minimum bulk and tail ESS, maximum r_hat and the number of divergences. The script
+Monte Carlo standard errors ``mcse_mean`` and ``mcse_sd`` of ``tests/support/mcse.py``,
+rounded to 6 significant digits, in ``tests/support/zoo_reference.json``. Each model's entry
+also records the run: settings, Python/PyMC/ArviZ versions, wall time of ``pm.sample``
+(compilation and tuning included), minimum bulk and tail ESS, maximum r_hat and the number
+of divergences. The script
 prints these per model and warns when r_hat >= 1.01 or NUTS diverged.
 
 How to regenerate
@@ -35,10 +36,10 @@ import xarray as xr
 from pymc_minibatch._compat import sample_stats
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))  # for ``tests.zoo`` when run as a script
+sys.path.insert(0, str(REPO_ROOT))  # for ``tests.support.zoo`` when run as a script
 
-from tests.mcse import mcse_mean, mcse_sd  # noqa: E402
-from tests.zoo import REFERENCE_PATH, ZOO, scalar_draws  # noqa: E402
+from tests.support.mcse import mcse_mean, mcse_sd  # noqa: E402
+from tests.support.zoo import REFERENCE_PATH, ZOO, scalar_draws  # noqa: E402
 
 #: Models whose reference is a NUTS run (``normal_mean`` has a closed form).
 NUTS_MODELS = [name for name in ZOO if name != "normal_mean"]
@@ -130,7 +131,7 @@ def main(argv=None):
         models[name] = run_nuts(name, args)
         report(name, models[name])
         stored = {
-            "about": "NUTS reference posteriors of tests/zoo.py; "
+            "about": "NUTS reference posteriors of tests/support/zoo.py; "
             "regenerate with python benchmarks/zoo_reference.py",
             "models": {key: models[key] for key in NUTS_MODELS if key in models},
         }

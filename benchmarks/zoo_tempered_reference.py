@@ -1,4 +1,4 @@
-"""NUTS references of MINT's tempered targets on the model zoo (``tests/zoo.py``).
+"""NUTS references of MINT's tempered targets on the model zoo (``tests/support/zoo.py``).
 
 :class:`pymc_minibatch.MINT` with ``temper_prior=True`` samples (approximately) the
 posterior raised to ``1/T``: in PyMC's transformed space its target is
@@ -32,16 +32,17 @@ Each other model is sampled with ``pm.sample(draws=2000, tune=1000, chains=4, co
 target_accept=0.9)`` and a fixed ``random_seed``. If NUTS diverges or ``r_hat >= 1.01`` the
 run is repeated with the next ``--target-accept`` (0.95, then 0.99); a model that fails at
 all of them is stored as ``{"unavailable": "<reason>"}`` instead of numbers (then
-``tests/zoo_samplers.py`` reports its MINT and CMINT cells as ``unchecked``). In the stored
+``tests/support/zoo_samplers.py`` reports its MINT and CMINT cells as ``unchecked``). In the stored
 file no model is unavailable: every NUTS run converged at 0.9 (r_hat at most 1.0023, no
 divergences), except ``varying_intercepts``, reparametrised, at 0.95. Per scalar of every
 free variable of the zoo model (constrained space, labelled ``"beta[0]"`` as by
-``tests.zoo.scalar_draws``, whatever variables NUTS sampled) the file
-``tests/zoo_tempered_reference.json`` stores the tempered ``mean``, ``sd``, ``mcse_mean``
-and ``mcse_sd`` (``tests/mcse.py``, 6 significant digits), as ``tests/zoo_reference.json``
-does for the posterior, plus the temperature, batch size, alpha, and the run: settings,
-Python/PyMC/ArviZ versions, wall time, minimum bulk and tail ESS, maximum r_hat, divergences
-and the target_accept values tried. Read it with ``tests.zoo_tempered.tempered_reference``.
+``tests.support.zoo.scalar_draws``, whatever variables NUTS sampled) the file
+``tests/support/zoo_tempered_reference.json`` stores the tempered ``mean``, ``sd``,
+``mcse_mean`` and ``mcse_sd`` (``tests/support/mcse.py``, 6 significant digits), as
+``tests/support/zoo_reference.json`` does for the posterior, plus the temperature, batch
+size, alpha, and the run: settings, Python/PyMC/ArviZ versions, wall time, minimum bulk and
+tail ESS, maximum r_hat, divergences and the target_accept values tried. Read it with
+``tests.support.zoo_tempered.tempered_reference``.
 
 How to regenerate
 -----------------
@@ -71,15 +72,15 @@ from pytensor.graph.replace import graph_replace
 from pymc_minibatch.kernels.mint import tempering_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))  # for ``tests.zoo`` when run as a script
+sys.path.insert(0, str(REPO_ROOT))  # for ``tests.support.zoo`` when run as a script
 
 from benchmarks.zoo_reference import diagnostics, summarise  # noqa: E402
-from tests.zoo import ZOO, normal_mean_reference, scalar_draws  # noqa: E402
+from tests.support.zoo import ZOO, normal_mean_reference, scalar_draws  # noqa: E402
 
 OUTPUT_PATH = REPO_ROOT / "tests" / "zoo_tempered_reference.json"
 ABOUT = (
     "NUTS references of MINT's tempered targets (posterior ** (1 / T), Jacobians untempered) "
-    "on tests/zoo.py; regenerate with python benchmarks/zoo_tempered_reference.py"
+    "on tests/support/zoo.py; regenerate with python benchmarks/zoo_tempered_reference.py"
 )
 
 

@@ -66,10 +66,10 @@ cost.
 
 DOCUMENTED_SD_RATIO = {"wsgld": (0.0, 0.75), "wsgld_blob": (0.35, 1.0), "pisgld": (0.35, 1.0)}
 """Range of the marginal sd ratio (particle sd / reference sd) that the zoo check
-(``tests/zoo_samplers.py``) accepts from w-SGLD, w-SGLD-B and pi-SGLD at their defaults on
-the model zoo (10^5 rows, 1 to 29 parameters; SVGD is held to the SG-MCMC samplers' 0.75 to
-1.25). It is a range because the ratio depends on the dimension: the median-heuristic
-bandwidth weakens the blob's repulsion as the dimension grows (see
+(``tests/support/zoo_samplers.py``) accepts from w-SGLD, w-SGLD-B and pi-SGLD at their
+defaults on the model zoo (10^5 rows, 1 to 29 parameters; SVGD is held to the SG-MCMC
+samplers' 0.75 to 1.25). It is a range because the ratio depends on the dimension: the
+median-heuristic bandwidth weakens the blob's repulsion as the dimension grows (see
 ``DEFAULT_BANDWIDTH_SCALE``). ``benchmarks/zoo.py`` prints each cell's smallest and largest
 ratio: w-SGLD-B and pi-SGLD 0.81-0.99 with up to five parameters and 0.36-0.43 on the 29 of
 ``varying_intercepts``; w-SGLD gathers the particles at the mode (below 1e-12). On one

@@ -10,7 +10,7 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch import particles
 from pymc_minibatch.kernels import sg_chain
-from tests.zoo_samplers import logged_checks
+from tests.support.zoo_samplers import logged_checks
 
 RNG = np.random.default_rng(31)
 X = RNG.normal(size=(5000, 2))

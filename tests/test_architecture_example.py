@@ -11,7 +11,7 @@ import pymc as pm
 import pytest
 
 from pymc_minibatch._compat import posterior
-from tests.mcse import mcse_mean, mcse_sd
+from tests.support.mcse import mcse_mean, mcse_sd
 
 PATH = pathlib.Path(__file__).resolve().parents[1] / "docs" / "architecture_example.py"
 SPEC = importlib.util.spec_from_file_location("architecture_example", PATH)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.zoo import ZOO, normal_mean_reference, reference
+from tests.support.zoo import ZOO, normal_mean_reference, reference
 
 
 def scalar_labels(model):

@@ -7,8 +7,8 @@ import pytest
 from pymc_minibatch.kernels.group_tuna import group_tuna_step
 from pymc_minibatch.kernels.tuna import RowBounds
 from pymc_minibatch.kernels.weighted_rows import GroupedRows
-from tests.mcse import mcse_sd
-from tests.quadrature import GridMarginal, agreement
+from tests.support.mcse import mcse_sd
+from tests.support.quadrature import GridMarginal, agreement
 
 SIZES = (3, 40, 400)
 RNG = np.random.default_rng(3)

@@ -12,7 +12,7 @@ from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.model import full_data
 from pymc_minibatch.model.expansions import second_order_bounds
 from pymc_minibatch.model.lipschitz import derive_bounds
-from tests.model.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
+from tests.support.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
 
 zarr = pytest.importorskip("zarr")
 da = pytest.importorskip("dask.array")

@@ -8,7 +8,7 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior
 from pymc_minibatch.model.rows import MemmapFile
-from tests.model.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
+from tests.support.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
 
 RNG = np.random.default_rng(19)
 

@@ -7,7 +7,7 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch.model import expansions
 from pymc_minibatch.model.group_prior import group_prior
-from tests.zoo_hierarchical import group_index, intercepts_logistic, slopes_normal
+from tests.support.zoo_hierarchical import group_index, intercepts_logistic, slopes_normal
 
 N_ROWS, N_GROUPS = 3000, 12
 

@@ -9,7 +9,7 @@ from scipy import stats
 import pymc_minibatch as pmm
 from pymc_minibatch.kernels.arrowhead import ArrowheadMatrix
 from pymc_minibatch.model.laplace import LaplaceFitWarning, ModeNotFoundError, _factor
-from tests.zoo_hierarchical import intercepts_logistic
+from tests.support.zoo_hierarchical import intercepts_logistic
 
 
 def test_conjugate_regression_gives_the_exact_posterior():

@@ -24,7 +24,7 @@ N_ROWS = 400
 RTOL = 1e-10
 
 
-# ---- small versions of the zoo's models (tests/zoo.py) ----------------------------------------
+# ---- small versions of the zoo's models (tests/support/zoo.py) -------------------------
 def linear_regression(rng):
     """Transformed variable: ``sigma ~ HalfNormal`` is sampled as ``log(sigma)``."""
     X = rng.normal([1.0, 1.5, 2.0], 1.0, size=(N_ROWS, 3))

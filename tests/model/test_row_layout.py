@@ -8,7 +8,7 @@ import pytest
 
 import pymc_minibatch as pmm
 from pymc_minibatch.model.rows import row_major
-from tests.model.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
+from tests.support.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
 
 
 def _frame_columns():

@@ -9,7 +9,7 @@ import pymc_minibatch as pmm
 from pymc_minibatch.model import curvature
 from pymc_minibatch.model.curvature import StructureMismatchError, full_data_curvature
 from pymc_minibatch.model.structure import all_shared
-from tests.zoo_hierarchical import group_index, intercepts_logistic, slopes_normal
+from tests.support.zoo_hierarchical import group_index, intercepts_logistic, slopes_normal
 
 N_ROWS = 3000
 

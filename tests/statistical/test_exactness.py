@@ -15,7 +15,7 @@ import pymc_minibatch.kernels.tuna as tuna_kernel
 import pymc_minibatch.step_methods.bounded as bounded
 from pymc_minibatch._compat import posterior
 from pymc_minibatch.model.taylor import SecondOrderExpansion
-from tests.quadrature import GridMarginal, agreement, grid_marginals_2d
+from tests.support.quadrature import GridMarginal, agreement, grid_marginals_2d
 
 # minutes of sampling: run once in CI, in the slow tier (see .ci/run)
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ import pymc as pm
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior
-from tests.mcse import mcse_mean, mcse_sd
+from tests.support.mcse import mcse_mean, mcse_sd
 
 
 def test_conjugate_normal_mean_within_4_mcse():

@@ -1,7 +1,7 @@
 """TunaMH, SGLD and SVGD at their defaults on a hierarchical zoo model, against NUTS's
 stored reference.
 
-``intercepts_logistic_G100_centred`` (``tests/zoo_hierarchical.py``): 100 groups of very
+``intercepts_logistic_G100_centred`` (``tests/support/zoo_hierarchical.py``): 100 groups of very
 unequal sizes (5 empty, 10 with fewer than 10 rows) on 10^5 rows, 106 parameters. Every
 scalar, the 100 group effects included, is held to the exact samplers' tolerance: its mean
 within ``Z`` combined Monte Carlo standard errors of NUTS's (``Z`` = 4, or the two-sided
@@ -28,13 +28,13 @@ import numpy as np
 import pytest
 
 import pymc_minibatch as pmm
-from tests.statistical.hierarchical_checks import (
+from tests.support.hierarchical_checks import (
     assert_matches_reference,
     run_sampler,
     z_limit,
 )
-from tests.zoo import scalar_draws
-from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference
+from tests.support.zoo import scalar_draws
+from tests.support.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference
 
 MODEL = "intercepts_logistic_G100_centred"
 

@@ -4,7 +4,7 @@ and varying slopes with a sampled noise scale, against NUTS's stored reference.
 The non-centred models are sampled in their centred form
 (:mod:`pymc_minibatch.model.recentring`) and their draws of ``z`` mapped back; the
 reference holds ``z`` and ``a`` (and ``b``) alike. The tolerance is that of
-``tests/statistical/hierarchical_checks.py`` (the exact samplers'). The 1000-group
+``tests/support/hierarchical_checks.py`` (the exact samplers'). The 1000-group
 varying-slopes models are in ``test_hierarchical_slopes.py`` (a file per worker under
 ``--dist loadfile``).
 
@@ -14,8 +14,8 @@ Marked ``slow`` (30-90 s each).
 import pytest
 
 import pymc_minibatch as pmm
-from tests.statistical.hierarchical_checks import assert_matches_reference, run_sampler
-from tests.zoo_hierarchical import N_ROWS, intercepts_logistic
+from tests.support.hierarchical_checks import assert_matches_reference, run_sampler
+from tests.support.zoo_hierarchical import N_ROWS, intercepts_logistic
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """SGHMC at its defaults on the hierarchical zoo models with 1000 groups and on a
 non-centred varying-slopes model, against NUTS's stored reference, with the approximate
-samplers' tolerance of ``tests/statistical/hierarchical_checks.py`` (a bias of at most 0.1
+samplers' tolerance of ``tests/support/hierarchical_checks.py`` (a bias of at most 0.1
 posterior sd in a mean and 15% in an sd, beyond the Monte Carlo error); the chain's check
 of the answer must stay quiet.
 
@@ -17,8 +17,8 @@ the gradient noise of a group's intercept and slope cuts the default step tenfol
 import pytest
 
 import pymc_minibatch as pmm
-from tests.statistical.hierarchical_checks import APPROXIMATE, assert_matches_reference, run_sampler
-from tests.zoo_samplers import logged_checks
+from tests.support.hierarchical_checks import APPROXIMATE, assert_matches_reference, run_sampler
+from tests.support.zoo_samplers import logged_checks
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """TunaMH at its defaults on the 1000-group varying-intercept-and-slope Normal regressions of
 the hierarchical zoo (2000 group effects, a sampled noise scale), centred and non-centred,
 against NUTS's stored reference, with the tolerance of
-``tests/statistical/hierarchical_checks.py``.
+``tests/support/hierarchical_checks.py``.
 
 2500 draws per chain, half the other files': the shared parameters' move often falls back
 to a full-data step on the noise scale's trust region, and 5000 draws took about 4 minutes
@@ -11,7 +11,7 @@ per model. Marked ``slow``.
 import pytest
 
 import pymc_minibatch as pmm
-from tests.statistical.hierarchical_checks import assert_matches_reference, run_sampler
+from tests.support.hierarchical_checks import assert_matches_reference, run_sampler
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from scipy import stats
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior
 from pymc_minibatch.kernels.mint import tempering_settings
-from tests.mcse import mcse_mean, mcse_sd
+from tests.support.mcse import mcse_mean, mcse_sd
 
 N, BATCH, ALPHA, PRIOR_SD = 10_000, 500, 0.99, 10.0
 Y = np.random.default_rng(0).normal(1.0, 1.0, size=N)

@@ -15,7 +15,7 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch import registry
 from pymc_minibatch._compat import posterior
-from tests.mcse import mcse_sd
+from tests.support.mcse import mcse_sd
 
 # small steps in preconditioned units (posterior sd about 1). a = 2 is checked in the kernel
 # tests (tests/kernels/test_sgmgt.py): it mixes about 6x slower per update on a Gaussian, too

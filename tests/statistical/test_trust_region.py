@@ -18,9 +18,9 @@ from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.kernels import tuna as tuna_kernel
 from pymc_minibatch.kernels.exact_mh import full_data_mh
 from pymc_minibatch.model.taylor import SecondOrderExpansion
-from tests.mcse import ess, mcse_mean, mcse_sd
-from tests.quadrature import GridMarginal, grid_marginals_2d
 from tests.statistical.test_exactness import CHAINS, TUNE, _worst
+from tests.support.mcse import ess, mcse_mean, mcse_sd
+from tests.support.quadrature import GridMarginal, grid_marginals_2d
 
 # minutes of sampling: run once in CI, in the slow tier (see .ci/run)
 pytestmark = pytest.mark.slow
@@ -167,7 +167,7 @@ def _switch_run(sampler, seed=2):
 def _switch_checks(draws, marginal):
     """``(ks_pvalue, |mean error| / MCSE, |sd error| / MCSE of the sd)``.
 
-    The KS test takes every third of the draws :func:`~tests.quadrature.agreement` keeps:
+    The KS test takes every third of the draws :func:`~tests.support.quadrature.agreement` keeps:
     thinned only to the effective sample size, random-walk draws keep enough
     autocorrelation to push KS p-values below chance. On this problem FullMH (no trust
     region, every step on all rows), 20,000 draws, seeds 10-17, gave 2 of 16 marginal

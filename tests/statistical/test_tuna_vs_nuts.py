@@ -6,7 +6,7 @@ import pytest
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior, sample_stats
-from tests.mcse import mcse_mean, mcse_sd
+from tests.support.mcse import mcse_mean, mcse_sd
 
 TUNA_STATS = {
     "accept", "accepted", "batch_size", "kept", "expected_batch_size", "fallback",

@@ -1,15 +1,15 @@
 """Every sampler on every zoo model with defaults: it refuses up front or lands, and the
 approximate samplers' check against the Laplace approximation stays quiet.
 
-The cells and tolerances are defined in ``tests/zoo_samplers.py``; ``python
+The cells and tolerances are defined in ``tests/support/zoo_samplers.py``; ``python
 benchmarks/zoo.py`` prints the same table. Marked ``zoo`` (run in CI on one Python
 version, see ``.ci/run``): the whole table takes tens of minutes.
 """
 
 import pytest
 
-from tests.zoo import ZOO
-from tests.zoo_samplers import EXACT, SAMPLERS, run_cell
+from tests.support.zoo import ZOO
+from tests.support.zoo_samplers import EXACT, SAMPLERS, run_cell
 
 #: Samplers that need bounds on the likelihood, so may refuse a model up front.
 MAY_REFUSE = set(EXACT) - {"FullMH"}

@@ -16,7 +16,7 @@ from pymc_minibatch.kernels.pcn import (
     rho_search_best,
 )
 from pymc_minibatch.model import expansions, full_data, linear_curvature
-from tests.quadrature import GridMarginal, agreement
+from tests.support.quadrature import GridMarginal, agreement
 
 RNG = np.random.default_rng(5)
 X = RNG.normal(size=(500, 3))

@@ -124,7 +124,7 @@ GROUP_STATS = {"group_accept", "shared_accept", "population_accept", "group_rho"
 
 @pytest.fixture(scope="module")
 def centred_intercepts():
-    from tests.zoo_hierarchical import intercepts_logistic
+    from tests.support.zoo_hierarchical import intercepts_logistic
 
     return intercepts_logistic(30, 5000, centred=True)
 

@@ -3,7 +3,7 @@
 import numpy as np
 from scipy import stats
 
-from tests.mcse import ess, mcse_mean
+from tests.support.mcse import ess, mcse_mean
 
 
 class GridMarginal:

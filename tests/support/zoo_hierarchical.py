@@ -18,9 +18,9 @@ the others share the remaining rows with log-normal weights (a factor of about 5
 the 5th and 95th percentiles), so that some group effects are set by their data and others
 by the prior alone.
 
-References (``tests/zoo_hierarchical_reference.json``, written by
+References (``tests/support/zoo_hierarchical_reference.json``, written by
 ``benchmarks/zoo_hierarchical_reference.py``) come from NUTS on the centred
-parametrisation (every free variable in the constrained space, as ``tests.zoo.reference``
+parametrisation (every free variable in the constrained space, as ``tests.support.zoo.reference``
 gives them, including the deterministic ``a`` and ``b``); the non-centred models'
 ``z_a = (a - mu) / tau`` are summarised from the same draws.
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pymc as pm
 
-from tests.zoo import ZooModel
+from tests.support.zoo import ZooModel
 
 #: Rows of the zoo's hierarchical models (the sizes CI runs; benchmarks take more).
 N_ROWS = 100_000
@@ -156,7 +156,7 @@ HIERARCHICAL_ZOO = {
 
 
 def hierarchical_reference(name):
-    """Reference summaries of hierarchical zoo model ``name``, as ``tests.zoo.reference``.
+    """Reference summaries of hierarchical zoo model ``name``, as ``tests.support.zoo.reference``.
 
     Returns
     -------

@@ -1,12 +1,12 @@
-"""Reference summaries of MINT's tempered targets on the model zoo (``tests/zoo.py``).
+"""Reference summaries of MINT's tempered targets on the model zoo (``tests/support/zoo.py``).
 
-``tests/zoo_tempered_reference.json``, written by ``benchmarks/zoo_tempered_reference.py``,
+``tests/support/zoo_tempered_reference.json``, written by ``benchmarks/zoo_tempered_reference.py``,
 holds per zoo model the NUTS summaries (closed form for ``normal_mean``) of the posterior
 raised to ``1/T`` with untempered transform Jacobians, the target of ``pmm.MINT`` with
 ``temper_prior=True``, for batches of ``batch_size`` rows (5000) and ``alpha`` 0.99. All
 nine zoo models have one. ``varying_intercepts``' was sampled in another parametrisation
 (its entry's ``"parametrisation"`` says which), but every entry's parameters are the zoo
-model's free variables in the constrained space, labelled as ``tests.zoo.scalar_draws``
+model's free variables in the constrained space, labelled as ``tests.support.zoo.scalar_draws``
 labels a MINT run's draws (``"mu_a"``, ``"sigma_a"``, ``"a[0]"``, ...). A regeneration in
 which NUTS does not converge cleanly stores ``"unavailable"`` (the reason) instead of
 ``"parameters"``; none does at present.
@@ -25,13 +25,13 @@ def tempered_reference(name):
     Parameters
     ----------
     name : str
-        A key of ``tests.zoo.ZOO``.
+        A key of ``tests.support.zoo.ZOO``.
 
     Returns
     -------
     parameters : dict of {str : dict of {str : float}} or None
         Scalar label (``"beta[0]"``) -> ``{"mean", "sd", "mcse_mean", "mcse_sd"}`` in the
-        constrained space, as ``tests.zoo.reference`` gives them; None when NUTS could not
+        constrained space, as ``tests.support.zoo.reference`` gives them; None when NUTS could not
         give a reliable reference (the file's ``"unavailable"`` says why).
     temperature : float
         ``T`` of ``pymc_minibatch.kernels.mint.tempering_settings`` for the model's rows and

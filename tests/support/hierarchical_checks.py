@@ -17,9 +17,9 @@ import numpy as np
 import pymc as pm
 from scipy import stats
 
-from tests.mcse import ess, mcse_mean, mcse_sd
-from tests.zoo import scalar_draws
-from tests.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference
+from tests.support.mcse import ess, mcse_mean, mcse_sd
+from tests.support.zoo import scalar_draws
+from tests.support.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference
 
 FAMILY_ERROR = 0.001
 #: Bias allowed to an exact sampler: none in a mean, 10% in an sd (NUTS's reference for

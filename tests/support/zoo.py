@@ -11,7 +11,7 @@ posterior ``mean``, ``sd``, and the Monte Carlo standard errors ``mcse_mean`` an
 ``mcse_sd`` of those estimates. Scalars are labelled as in ``pmm.compare``: ``"sigma"`` for
 a scalar variable, ``"beta[0]"`` for element 0 of a vector (flat index, whatever its dims).
 ``normal_mean`` has a closed-form reference (both mcse are 0); the other references are
-NUTS runs on the full data stored in ``tests/zoo_reference.json``, written by
+NUTS runs on the full data stored in ``tests/support/zoo_reference.json``, written by
 ``benchmarks/zoo_reference.py``.
 
 Comparing a sampler's draws with a reference::

@@ -1,4 +1,4 @@
-"""Every sampler of the package on every zoo model (``tests/zoo.py``), with defaults.
+"""Every sampler of the package on every zoo model (``tests/support/zoo.py``), with defaults.
 
 Each sampler gets only what it requires: ``batch_size`` for the minibatch samplers that
 need one (``BATCH_SIZE`` rows for MINT and CMINT, ``SG_BATCH_SIZE`` for the SG-MCMC
@@ -11,7 +11,7 @@ presets; the particle methods' default is 1000 rows). A cell of the sampler x mo
 - ``inaccurate``: the run finished but missed the tolerance;
 - ``error``: anything else (a runtime divergence on these well-posed models is a defect;
   a MINT or CMINT run at another temperature than its tempered reference's is one too);
-- ``unchecked``: MINT or CMINT ran to the end where ``tests/zoo_tempered_reference.json``
+- ``unchecked``: MINT or CMINT ran to the end where ``tests/support/zoo_tempered_reference.json``
   has no reliable tempered reference (an ``"unavailable"`` entry, or none). Every zoo model
   has one at present, so no cell is ``unchecked``; a regeneration in which NUTS fails, or
   a new zoo model, would make one.
@@ -25,7 +25,7 @@ Tolerances, per scalar parameter in the constrained space:
   range their documentation states (``pmm.particles.DOCUMENTED_SD_RATIO``);
 - MINT and CMINT target the posterior raised to ``1/T`` (``T`` for batches of
   ``BATCH_SIZE`` rows; slightly widened, see :class:`pymc_minibatch.MINT`): against a NUTS
-  reference of that tempered target (``tests/zoo_tempered.py``), the mean is within
+  reference of that tempered target (``tests/support/zoo_tempered.py``), the mean is within
   ``0.1 sd + 4 sqrt(mcse^2 + mcse_ref^2)`` (0.1 sd for the widening) and the sd within
   ``20% + 4`` Monte Carlo standard errors of the sd (the chains mix slowly) of the tempered
   sd.
@@ -45,9 +45,9 @@ import pymc as pm
 import pymc_minibatch as pmm
 from pymc_minibatch import registry
 from pymc_minibatch._compat import sample_stats
-from tests.mcse import mcse_mean, mcse_sd
-from tests.zoo import ZOO, reference, scalar_draws
-from tests.zoo_tempered import tempered_reference
+from tests.support.mcse import mcse_mean, mcse_sd
+from tests.support.zoo import ZOO, reference, scalar_draws
+from tests.support.zoo_tempered import tempered_reference
 
 #: Rows per batch of MINT and CMINT (5% of the zoo's 10^5 rows; their tempered references
 #: are at the temperature this batch size sets).
@@ -182,7 +182,7 @@ def _judge(sampler, model_name, idata):
         except KeyError:  # not generated (benchmarks/zoo_tempered_reference.py)
             ref = None
         if ref is None:
-            message = "no reliable tempered reference (tests/zoo_tempered_reference.json)"
+            message = "no reliable tempered reference (tests/support/zoo_tempered_reference.json)"
             return Cell(sampler, model_name, "unchecked", 0.0, message)
         ran_at = float(np.asarray(sample_stats(idata)["temperature"]).flat[0])
         if not np.isclose(ran_at, temperature, rtol=1e-9, atol=0.0):
