@@ -5,6 +5,7 @@ it). A sampler taking a name the glossary does not list for it fails here: its a
 then check that the name means what the glossary says, or pick another.
 """
 
+import ast
 import inspect
 import re
 from pathlib import Path
@@ -116,4 +117,25 @@ def test_the_center_of_an_expansion_is_spelled_one_way():
              for path in files
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if re.search(r"\bcentre\b", line) and "renamed_arguments(" not in line]  # fmt: skip
+    assert not found
+
+
+def _indexes_with(function, name):
+    """Whether ``function`` subscripts an array with its argument ``name`` (``x[name]``)."""
+    return any(isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name)
+               and node.slice.id == name
+               for node in ast.walk(function))  # fmt: skip
+
+
+def test_row_indices_are_idx_and_rows_are_gathered_arrays():
+    """``idx`` names row indices and ``rows`` the gathered arrays of rows, in every layer:
+    no function of the package takes an argument ``rows`` that it uses to index an array."""
+    root = Path(__file__).resolve().parents[1] / "pymc_minibatch"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.Lambda):
+                names = {arg.arg for arg in node.args.args + node.args.kwonlyargs}
+                if "rows" in names and _indexes_with(node, "rows"):
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
     assert not found

@@ -81,14 +81,14 @@ def rho_init() -> RhoTuning:
     return RhoTuning(RHO_CANDIDATES[rho_search_candidate(search)], search)
 
 
-def rho_update(state: RhoTuning, accept: float, squared_jump: float, rows: float) -> RhoTuning:
+def rho_update(state: RhoTuning, accept: float, squared_jump: float, n_rows: float) -> RhoTuning:
     """Record a step of the candidate being run (its acceptance probability, whitened
     squared jump and rows evaluated) and move to the next one; once the search is over, to
     the best (kept for the rest of the tuning, so that ``chi`` is tuned for it)."""
     index = rho_search_candidate(state.search)
     if index is None:
         return state
-    search = rho_search_update(state.search, index, accept, squared_jump, rows)
+    search = rho_search_update(state.search, index, accept, squared_jump, n_rows)
     following = rho_search_candidate(search)
     if following is None:
         following = rho_search_best(search)

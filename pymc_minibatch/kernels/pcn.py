@@ -16,7 +16,7 @@ squared jumped distance", Statistica Sinica 20) among those accepted at a rate o
 jumps at a low rate, and a chain that lands where the posterior outweighs its Laplace
 approximation sticks there (seen on a varying-intercept model with 1000 groups, where
 ``rho = 0`` won on rare jumps and then was almost never accepted). A step costs
-``1 + rows / OVERHEAD_ROWS`` units: the evaluations of the prior and the proposal cost about
+``1 + n_rows / OVERHEAD_ROWS`` units: the evaluations of the prior and the proposal cost about
 as much as ``OVERHEAD_ROWS`` rows of likelihood. The cost model, not a clock, keeps the choice
 reproducible under a seed.
 """
@@ -80,12 +80,12 @@ def rho_search_candidate(search: RhoSearch) -> int | None:
 
 
 def rho_search_update(search: RhoSearch, index: int, accept: float, squared_jump: float,
-                      rows: float) -> RhoSearch:  # fmt: skip
+                      n_rows: float) -> RhoSearch:  # fmt: skip
     """Adds one step of candidate ``index``: acceptance probability, ``||z' - z||^2`` of the
     proposal, and rows evaluated."""
     jumps, cost, steps, accepts = (array.copy() for array in search)
     jumps[index] += accept * squared_jump
-    cost[index] += 1.0 + rows / OVERHEAD_ROWS
+    cost[index] += 1.0 + n_rows / OVERHEAD_ROWS
     steps[index] += 1
     accepts[index] += accept
     return RhoSearch(jumps, cost, steps, accepts)

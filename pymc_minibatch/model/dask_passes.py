@@ -162,8 +162,8 @@ class _Sliced:
     def __init__(self, array):
         self.array = array
 
-    def read(self, rows):
-        return self.array[rows]
+    def read(self, idx):
+        return self.array[idx]
 
 
 def _waves(tasks):
