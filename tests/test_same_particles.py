@@ -11,15 +11,12 @@ import numpy as np
 import pytest
 
 from tests.same_particles import FIXTURE, build_models, cases, particles
+from tests.support.recorded import load_recorded
 
 
 @pytest.fixture(scope="module")
 def recorded():
-    if not FIXTURE.exists():
-        pytest.fail(f"no particles recorded for this PyMC version ({FIXTURE}): record them "
-                    "with python -m tests.same_particles")  # fmt: skip
-    with np.load(FIXTURE) as data:
-        return {key: data[key] for key in data.files}
+    return load_recorded(FIXTURE, "python -m tests.same_particles")
 
 
 @pytest.fixture(scope="module")

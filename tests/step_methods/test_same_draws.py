@@ -14,15 +14,12 @@ import numpy as np
 import pytest
 
 from tests.step_methods.same_draws import FIXTURE, build_models, cases, draws
+from tests.support.recorded import load_recorded
 
 
 @pytest.fixture(scope="module")
 def recorded():
-    if not FIXTURE.exists():
-        pytest.fail(f"no draws recorded for this PyMC version ({FIXTURE}): record them with "
-                    "python -m tests.step_methods.same_draws")  # fmt: skip
-    with np.load(FIXTURE) as data:
-        return {key: data[key] for key in data.files}
+    return load_recorded(FIXTURE, "python -m tests.step_methods.same_draws")
 
 
 @pytest.fixture(scope="module")
