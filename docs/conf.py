@@ -190,7 +190,7 @@ autodoc_default_options = {
     "members": True,
     # PyMC's step-method plumbing, called by pm.sample and not by users
     "exclude-members": "astep, stats_dtypes_shapes, reset_tuning, stop_tuning, competence, "
-    "kernel_params, check_bounds, info_stats, tune_after, metropolis_stats, "
+    "kernel_params, make_exact_model, check_bounds, info_stats, tune_after, metropolis_stats, "
     "adapt_proposal_scale, default_step_size, remember, recall, current_logdensity",
 }
 napoleon_google_docstring = False

@@ -237,12 +237,13 @@ class MetropolisStep(MinibatchStep):
         to the data (:meth:`~pymc_minibatch.MinibatchModel.prefetch_rows`). Exact for the
         steps whose rows are independent of the chain's state given their number
         (:mod:`pymc_minibatch.kernels.row_queue`)."""
-        queue, prefetch = self.row_queue, self.minibatch_model.prefetch_rows
+        prefetch = self.minibatch_model.prefetch_rows
 
         def draw(rng, size):
             return row_sampler().sample(rng, size)
 
-        return lambda rng, size: queue.take(rng, size, draw, prefetch)
+        # the queue looked up at each call: restoring ``sampling_state`` replaces it
+        return lambda rng, size: self.row_queue.take(rng, size, draw, prefetch)
 
     def remember(self, theta, value):
         """Keep ``value``, computed at ``theta``, for the next step: the one evaluation cache

@@ -93,7 +93,6 @@ class BoundedMinibatchStep(ExactMHStep):
         self._bounds_whiten_like_expansion = expansion is not None and (
             self.bounds.whiten is expansion.factor and self.bounds.center is expansion.center
         )
-        self._drawn_totals = None  # (C_g of the groups drawn from, groups always whole)
         if proposal == "auto":
             laplace_ready = self.laplace is not None
             proposal = "pcn" if self.residuals.order == 2 and laplace_ready else "rw"
@@ -120,6 +119,7 @@ class BoundedMinibatchStep(ExactMHStep):
         )
 
     def reset_tuning(self):
+        self._row_bounds = None  # built at the first step
         super().reset_tuning()
         tuning = rho_init()
         self.rho_search = tuning.search
@@ -132,8 +132,7 @@ class BoundedMinibatchStep(ExactMHStep):
             self._set_rho(rho_final(RhoTuning(self.rho, self.rho_search)))
         super().stop_tuning()
 
-    @property
-    def exact_model(self):
+    def make_exact_model(self):
         """The kernel's model: the prior exact, the row terms and their remainder, the
         bounds' metric and trust region, the whitening of the pCN proposal."""
         mm, residuals, bounds = self.minibatch_model, self.residuals, self.bounds
@@ -147,29 +146,32 @@ class BoundedMinibatchStep(ExactMHStep):
     def row_bounds(self):
         """The kernels' :class:`~pymc_minibatch.kernels.tuna.RowBounds`: rows drawn ahead
         into the chain's queue with one metric for all rows, within their groups with a
-        metric per group (the row sampler is built at the first draw of a row: never for
-        all-zero bounds)."""
+        metric per group. Built at the first step (the row sampler is built at the first
+        draw of a row: never for all-zero bounds)."""
+        if self._row_bounds is None:
+            self._row_bounds = self._chain_row_bounds()
+        return self._row_bounds
+
+    def _chain_row_bounds(self):
         bounds = self.bounds
         if bounds.groups is None:
             return single_group(bounds.c, bounds.total,
                                 self.queued_rows(lambda: bounds.row_sampler))  # fmt: skip
         rows = bounds.row_sampler
-        if self._drawn_totals is None:
-            # a group whose bounds sum to its number of rows or more would be drawn whole
-            # at a metric of 1 already: evaluated whole at every step, out of C
-            whole = (rows.totals >= rows.sizes) & (rows.sizes > 0)
-            self._drawn_totals = np.where(whole, 0.0, rows.totals), np.flatnonzero(whole)
-        totals, whole = self._drawn_totals
+        # a group whose bounds sum to its number of rows or more would be drawn whole at a
+        # metric of 1 already: evaluated whole at every step, out of C
+        whole = (rows.totals >= rows.sizes) & (rows.sizes > 0)
+        totals = np.where(whole, 0.0, rows.totals)
         return RowBounds(bounds.c, float(totals.sum()), rows.sample, totals, rows.sizes,
-                         rows.rows_of, whole)  # fmt: skip
+                         rows.rows_of, np.flatnonzero(whole))  # fmt: skip
 
-    def kernel_params(self, proposal=None, conditional=None):
+    def kernel_params(self, proposal=None, conditional=None, **settings):
         """The kernel's settings: this step's proposal, or ``proposal="conditional"`` with a
         :class:`~pymc_minibatch.kernels.exact_mh.Conditional` block."""
         searching = self._tunes_rho() and rho_searching(RhoTuning(self.rho, self.rho_search))
-        return super().kernel_params()._replace(
+        return super().kernel_params(
             proposal=self.proposal if proposal is None else proposal, rho=self.rho,
-            conditional=conditional, search=searching, rows=self.row_bounds(),
+            conditional=conditional, search=searching, rows=self.row_bounds(), **settings,
         )  # fmt: skip
 
     def check_bounds(self, info):

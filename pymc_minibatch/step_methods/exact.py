@@ -9,10 +9,11 @@ from pymc_minibatch.step_methods.base import MetropolisStep
 class ExactMHStep(MetropolisStep):
     """A Metropolis step whose transition is one call of the exact MH kernel.
 
-    A subclass sets ``rule`` (the kernel's acceptance rule), builds ``exact_model`` (an
-    :class:`~pymc_minibatch.kernels.exact_mh.ExactModel` of its model's callables) at
-    construction, and gives the step's :class:`~pymc_minibatch.kernels.exact_mh.Params`
-    (``kernel_params``) and its statistics beyond the Metropolis ones (``info_stats``).
+    A subclass sets ``rule`` (the kernel's acceptance rule), builds the
+    :class:`~pymc_minibatch.kernels.exact_mh.ExactModel` of its model's callables
+    (``make_exact_model``; built once, as ``exact_model``), and gives the step's
+    :class:`~pymc_minibatch.kernels.exact_mh.Params` (``kernel_params``) and its statistics
+    beyond the Metropolis ones (``info_stats``).
     """
 
     rule = staticmethod(exact_mh.metropolis_rule)
@@ -30,10 +31,20 @@ class ExactMHStep(MetropolisStep):
         self.tune_after(info)
         return RaveledVars(state.position, q0.point_map_info), [stats]
 
-    def kernel_params(self) -> exact_mh.Params:
-        """The kernel's settings for the next step (a Gaussian random walk by default)."""
+    def reset_tuning(self):
+        super().reset_tuning()
+        # the model's callables do not change along a chain: built once, not at every step
+        self.exact_model = self.make_exact_model()
+
+    def make_exact_model(self) -> exact_mh.ExactModel:
+        """The kernel's model: the callables of the step's model."""
+        raise NotImplementedError
+
+    def kernel_params(self, **settings) -> exact_mh.Params:
+        """The kernel's settings for the next step (a Gaussian random walk by default);
+        a subclass adds its own as keywords (one construction per step)."""
         return exact_mh.Params(scale=self.proposal_scale, chol=self.proposal_chol,
-                               n_data=self.minibatch_model.n_data)  # fmt: skip
+                               n_data=self.minibatch_model.n_data, **settings)  # fmt: skip
 
     def check_bounds(self, info):
         """Raise when an evaluated row broke the bounds the rule relied on."""

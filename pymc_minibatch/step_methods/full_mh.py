@@ -56,7 +56,6 @@ class FullMH(ExactMHStep):
     name = "full_mh"
     stats_dtypes_shapes = {**MetropolisStep.stats_dtypes_shapes, "batch_size": (np.int64, [])}
 
-    @property
-    def exact_model(self):
+    def make_exact_model(self):
         """The kernel's model: its exact part is the whole log posterior."""
         return ExactModel(self.minibatch_model.logp)

@@ -102,18 +102,20 @@ class PoissonMH(ExactMHStep):
                 stacklevel=3,  # past the renamed_arguments wrapper: the caller's line
             )
 
-    @property
-    def exact_model(self):
+    def make_exact_model(self):
         """The kernel's model: the prior exact, the rows' log-likelihoods one by one."""
         model = self.minibatch_model
         return ExactModel(model.logprior, loglik=model.loglik, full_loglik=model.full_loglik)
 
-    def kernel_params(self):
+    def reset_tuning(self):
+        super().reset_tuning()
         bounds = self.bounds
-        rows = GlobalRowBounds(bounds.lower, bounds.spread, bounds.total,
-                               self.queued_rows(lambda: bounds.row_sampler))  # fmt: skip
-        return super().kernel_params()._replace(rows=rows, fallback=self.fallback,
-                                                 poisson_rate=self.poisson_rate)
+        sample = self.queued_rows(lambda: bounds.row_sampler)
+        self.global_rows = GlobalRowBounds(bounds.lower, bounds.spread, bounds.total, sample)
+
+    def kernel_params(self):
+        return super().kernel_params(rows=self.global_rows, fallback=self.fallback,
+                                     poisson_rate=self.poisson_rate)  # fmt: skip
 
     def check_bounds(self, info):
         if info.bound_excess > BOUND_TOLERANCE:

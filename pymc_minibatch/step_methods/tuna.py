@@ -230,9 +230,9 @@ class TunaMH(BoundedMinibatchStep):
         chi = self.chi_tuning
         # a running mean of M while tuning (also seeds chi when a chain starts untuned)
         tunes_chi = self.fixed_chi is None and (self.tune or chi.chi is None)
-        return super().kernel_params(proposal, conditional)._replace(
-            chi=chi.chi, chi_tuning=chi if tunes_chi else None, fallback=self.fallback
-        )
+        return super().kernel_params(proposal, conditional, chi=chi.chi,
+                                     chi_tuning=chi if tunes_chi else None,
+                                     fallback=self.fallback)  # fmt: skip
 
     def info_stats(self, info):
         return {**super().info_stats(info), "kept": info.kept, "fallback": info.fallback,
