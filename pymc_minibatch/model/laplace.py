@@ -9,7 +9,8 @@ computed on all rows, once per :class:`MinibatchModel`:
    Hessian in hierarchical models, dense otherwise;
 2. the mode ``theta_hat`` by Newton's method with the exact full-data Hessian
    (:mod:`pymc_minibatch.model.curvature`, one pass per Hessian) and a backtracking line
-   search on the log posterior, damped (``P + lambda I``) where the Hessian is not
+   search on the log posterior, damped (``P + lambda I``,
+   :func:`~pymc_minibatch.kernels.arrowhead.damped_cholesky`) where the Hessian is not
    negative definite. A full Newton step is tried with the Hessian's own pass (its value
    decides the step), so an iteration costs one pass where Newton's method converges
    and one more per halving elsewhere. Without groups and on more than
@@ -49,13 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_minibatch.kernels.arrowhead import (
-    ArrowheadFactor,
-    ArrowheadMatrix,
-    NotPositiveDefiniteError,
-    cholesky,
-    schur_complement,
-)
+from pymc_minibatch.kernels.arrowhead import ArrowheadFactor, ArrowheadMatrix, damped_cholesky
 from pymc_minibatch.model.curvature import (
     Curvature,
     StructureMismatchError,
@@ -297,7 +292,7 @@ def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
             LaplaceFitWarning,
             stacklevel=3,
         )
-    factor, repaired = _factor(best.precision)
+    factor, repaired = damped_cholesky(best.precision)
     precision = best.precision
     if not structure.local.size:  # a dense Hessian: check it at the posterior's scale
         precision, factor = _secant_curvature(mm, best.theta, precision, factor, subsample)
@@ -372,7 +367,7 @@ def _iterate(posterior, theta, curvature, structure, local_only):
             gradient[precision.shared] = 0.0
             precision = precision._replace(coupling=np.zeros_like(precision.coupling),
                                            shared_block=np.eye(precision.shared.size))  # fmt: skip
-        factor, damped = _factor(precision)
+        factor, damped = damped_cholesky(precision)
         step = factor.solve(gradient)
         decrement = float(gradient @ step)
         if decrement <= tolerance and damped:
@@ -444,42 +439,5 @@ def _secant_curvature(minibatch_model, mode, precision, factor, subsample=None):
         hessian = np.linalg.solve(columns, secants) / 2.0  # secants = 2 L^T H
         dense = -0.5 * (hessian + hessian.T)
         precision = ArrowheadMatrix.from_dense(dense, precision.shared, precision.local)
-        factor, _ = _factor(precision)
+        factor, _ = damped_cholesky(precision)
     return precision, factor
-
-
-def _factor(precision):
-    """``(cholesky(P + D), damped)``: ``D`` is zero where ``P`` is positive definite, and
-    otherwise a diagonal shift of only the blocks that need one, each by just more than its
-    most negative eigenvalue: the groups' blocks first, then the shared block against its
-    Schur complement (a modified Cholesky factorisation, Gill & Murray 1974, by blocks).
-    Where the search is still far from the mode, only the directions of negative curvature
-    (typically a hierarchical scale) are damped, and the other coordinates keep their Newton
-    steps."""
-    try:
-        return cholesky(precision), False
-    except NotPositiveDefiniteError:
-        pass
-    scale = max(float(np.max(np.abs(precision.diagonal()))), 1e-300)
-    local_blocks = precision.local_blocks
-    if local_blocks.size:
-        lowest = np.linalg.eigvalsh(local_blocks)[:, 0]
-        shift = np.where(lowest > 1e-10 * scale, 0.0, 1e-8 * scale - 2.0 * lowest)
-        k = local_blocks.shape[1]
-        local_blocks = local_blocks + shift[:, None, None] * np.eye(k)
-    repaired = precision._replace(local_blocks=local_blocks)
-    try:
-        return cholesky(repaired), True
-    except NotPositiveDefiniteError:
-        pass
-    schur = schur_complement(repaired)
-    lowest = float(np.linalg.eigvalsh(schur)[0])
-    shift = 1e-8 * scale - 2.0 * min(lowest, 0.0)
-    while True:
-        try:
-            damped = repaired._replace(
-                shared_block=repaired.shared_block + shift * np.eye(repaired.shared.size)
-            )
-            return cholesky(damped), True
-        except NotPositiveDefiniteError:  # rounding in the eigenvalue: a little more
-            shift *= 10.0
