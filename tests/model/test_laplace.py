@@ -43,7 +43,7 @@ def test_tall_data_fit_starts_from_a_subsample_and_needs_few_passes(monkeypatch)
         pm.Bernoulli("y", logit_p=x @ model["beta"], observed=y)
     fit = pmm.MinibatchModel(model).laplace()
     assert fit.is_mode and fit.passes <= 3
-    monkeypatch.setattr("pymc_minibatch.model.laplace.SUBSAMPLE_MIN_ROWS", 2 * n_rows)
+    monkeypatch.setattr("pymc_minibatch.model.mode_search.SUBSAMPLE_MIN_ROWS", 2 * n_rows)
     full_model = pmm.MinibatchModel(model)
     full = full_model.laplace()
     assert full.is_mode and full.passes > fit.passes + 2
