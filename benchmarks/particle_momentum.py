@@ -6,7 +6,7 @@ Two models of the hierarchical zoo (``tests/support/zoo_hierarchical.py``, 10^5 
 ``slopes_normal_G1000_centred`` (2007 parameters, a varying intercept and slope, the group
 scales ``tau_a`` and ``tau_b``). ``pmm.sample_particles("svgd")`` runs at its defaults (100
 particles, 1000 steps on uniform batches of 1000 rows, the kernel per coordinate with its
-linear part, ``pmm.kernels.particles.LINEAR_WEIGHT``, heavy-ball momentum 0.95 over the
+linear part, ``pmm.kernels.particle_velocities.LINEAR_WEIGHT``, heavy-ball momentum 0.95 over the
 first 80% of the steps: ``pmm.particles.GROUP_MOMENTUM``)
 and with other ``n_particles``, ``momentum``, ``n_steps``, linear weights (0: the RBF
 kernel alone, the kernel before the linear part) and seeds, one core each. Per row:
@@ -37,15 +37,15 @@ from hierarchical import compare, summarise  # noqa: E402
 from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
-from pymc_minibatch.kernels import particles as particle_kernels  # noqa: E402
+from pymc_minibatch.kernels import particle_velocities  # noqa: E402
 from tests.support.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
 
 INTERCEPTS, SLOPES = "intercepts_logistic_G1000_centred", "slopes_normal_G1000_centred"
 #: Each model's group scales.
 SCALES = {INTERCEPTS: ("tau",), SLOPES: ("tau_a", "tau_b")}
-DEFAULT_LINEAR_WEIGHT = particle_kernels.LINEAR_WEIGHT
+DEFAULT_LINEAR_WEIGHT = particle_velocities.LINEAR_WEIGHT
 #: ``(model, n_particles, momentum, n_steps, linear_weight, seed)`` of each run; "auto" and
-#: None are the defaults (None: ``pmm.kernels.particles.LINEAR_WEIGHT``).
+#: None are the defaults (None: ``pmm.kernels.particle_velocities.LINEAR_WEIGHT``).
 SETTINGS = (
     (INTERCEPTS, 100, "auto", 3000, None, 7),
     (INTERCEPTS, 100, "auto", 3000, None, 8),
@@ -67,7 +67,7 @@ SETTINGS = (
 
 def _row(name, n_particles, momentum, n_steps, linear_weight, seed):
     # set for every run: a worker process runs several
-    particle_kernels.LINEAR_WEIGHT = (
+    particle_velocities.LINEAR_WEIGHT = (
         DEFAULT_LINEAR_WEIGHT if linear_weight is None else linear_weight
     )
     model = HIERARCHICAL_ZOO[name].build()
@@ -85,7 +85,7 @@ def _row(name, n_particles, momentum, n_steps, linear_weight, seed):
     warned = any(issubclass(w.category, pmm.AnswerCheckWarning) for w in caught)
     attrs = idata["posterior"].attrs
     return {"model": name, "n_particles": attrs["n_particles"], "momentum": attrs["momentum"],
-            "n_steps": attrs["n_steps"], "linear_weight": particle_kernels.LINEAR_WEIGHT,
+            "n_steps": attrs["n_steps"], "linear_weight": particle_velocities.LINEAR_WEIGHT,
             "seed": seed, "seconds": seconds, "scale_errors_sd": scales,
             "answer_check_warned": warned, **compare(summary, reference)}  # fmt: skip
 

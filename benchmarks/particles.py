@@ -1,7 +1,7 @@
 """SVGD, w-SGLD, w-SGLD-B and pi-SGLD (Chen et al. 2018, UAI) on toy densities and data.
 
 The particle samplers of :func:`pymc_minibatch.sample_particles` and
-:mod:`pymc_minibatch.kernels.particles`, in the spirit of the experiments of Chen, Zhang,
+:mod:`pymc_minibatch.kernels.particle_velocities`, in the spirit of the experiments of Chen, Zhang,
 Wang, Li & Chen (2018), "A unified particle-optimization framework for scalable Bayesian
 sampling". All randomness is seeded; every number comes from one seed, except where (d)
 and (e) say otherwise.
@@ -89,7 +89,7 @@ from scipy.spatial.distance import cdist
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior
-from pymc_minibatch.kernels import particles as kernels
+from pymc_minibatch.kernels import particle_velocities as velocities
 from pymc_minibatch.particles import DEFAULT_BANDWIDTH_SCALE, DEFAULT_STEP_SIZE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import tests.statistical
@@ -246,16 +246,16 @@ def run_particles(method, density, init, n_steps, step_size, seed, bandwidth_sca
         if method == "sgld":
             velocity = grads + np.sqrt(2.0 / step_size) * rng.standard_normal(theta.shape)
         else:
-            # cdist gives kernels.squared_distances(theta, theta) about 5x faster in 2-D
-            bandwidth = scale * kernels.median_bandwidth(cdist(theta, theta, "sqeuclidean"))
+            # cdist gives velocities.squared_distances(theta, theta) about 5x faster in 2-D
+            bandwidth = scale * velocities.median_bandwidth(cdist(theta, theta, "sqeuclidean"))
             if method == "svgd":
-                velocity = kernels.svgd_velocity(theta, grads, bandwidth)
+                velocity = velocities.svgd_velocity(theta, grads, bandwidth)
             elif method == "wsgld_blob":
-                velocity = kernels.blob_velocity(theta, grads, bandwidth)
+                velocity = velocities.blob_velocity(theta, grads, bandwidth)
             elif method == "wsgld":
-                velocity = kernels.wasserstein_velocity(theta, previous, grads, bandwidth, gamma)
+                velocity = velocities.wasserstein_velocity(theta, previous, grads, bandwidth, gamma)
             else:
-                velocity = kernels.pisgld_velocity(
+                velocity = velocities.pisgld_velocity(
                     theta, previous, grads, bandwidth, bandwidth, gamma
                 )
         previous, theta = theta, theta + step_size * velocity

@@ -108,8 +108,8 @@ accelerating particle-based variational inference", ICML). On the hierarchical z
 mean came 0.150 posterior sd low after the default 1000 steps without momentum and 0.139
 with 0.95; after 3000 steps 0.110 without, 0.120 at 0.95 and 0.037 at 0.98. That little
 difference is owed to the kernel's linear part
-(:func:`~pymc_minibatch.kernels.particles.linear_svgd_velocity`), which moves the groups'
-spread directly; before it, 1000 plain steps left the scale far lower, and 0.98 overshot
+(:func:`~pymc_minibatch.kernels.particle_velocities.linear_svgd_velocity`), which moves the
+groups' spread directly; before it, 1000 plain steps left the scale far lower, and 0.98 overshot
 it by several sds with the answer check quiet (a scale and its groups' spread wrong
 together look consistent to each coordinate's score). On a linear
 mode of rate ``lambda`` (its velocity ``-lambda`` times its offset) the heavy ball decays

@@ -118,7 +118,7 @@ def sample_particles(
     replacement), estimates ``g_i = grad log p(theta_i)`` at each particle with the
     rows' log-likelihood scaled by ``N / batch_size`` (with control variates by default,
     see ``control_variates``), and moves every particle by ``step_size * v_i`` (Chen et al.
-    2018; see :mod:`pymc_minibatch.kernels.particles`):
+    2018; see :mod:`pymc_minibatch.kernels.particle_velocities`):
 
     - ``"svgd"`` (the default, and the recommended method: its variances come out closest
       to the posterior's, see ``MEASURED_SD_RATIO``): Stein variational gradient descent (Liu
@@ -170,8 +170,9 @@ def sample_particles(
         ``COORDINATE_BANDWIDTH_EVERY`` steps, and the default scale 1.
     kernel : {"auto", "joint", "coordinates"}, default "auto"
         SVGD's kernel. ``"joint"``: the RBF on the whole vector. ``"coordinates"``: one RBF
-        per coordinate (see :func:`~pymc_minibatch.kernels.particles.coordinate_svgd_velocity`),
-        whose repulsion does not fade with the dimension. ``"auto"``: ``"coordinates"``
+        per coordinate (see
+        :func:`~pymc_minibatch.kernels.particle_velocities.coordinate_svgd_velocity`), whose
+        repulsion does not fade with the dimension. ``"auto"``: ``"coordinates"``
         when the model has more coordinates than ``n_particles``, where the joint kernel's
         particles collapse towards the mode, else ``"joint"``. On the hierarchical models
         of ``benchmarks/hierarchical.py`` (``benchmarks/results/hierarchical_N1e5_G*.json``)
@@ -180,8 +181,9 @@ def sample_particles(
         0.87-1.10, with means within 0.09 sd and 0.82 sd (the group scale, which plain
         steps carry up from the Laplace start too slowly: see ``momentum``). The kernel
         per coordinate has a linear part that restores the particles' variance in each
-        coordinate (:func:`~pymc_minibatch.kernels.particles.linear_svgd_velocity`,
-        applied outside the momentum). ``tests/statistical/test_hierarchical.py`` holds it,
+        coordinate
+        (:func:`~pymc_minibatch.kernels.particle_velocities.linear_svgd_velocity`, applied
+        outside the momentum). ``tests/statistical/test_hierarchical.py`` holds it,
         with its default momentum, to NUTS with 106 and 1006 parameters. The other methods
         use the joint kernel.
     wasserstein_weight : float, optional

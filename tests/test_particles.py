@@ -294,6 +294,6 @@ def test_the_kernel_per_coordinate_moves_with_its_linear_part(monkeypatch):
         return np.mean(draws.var(axis=0) / exact_variances)
 
     with_linear = variance_ratio()
-    monkeypatch.setattr(pmm.kernels.particles, "LINEAR_WEIGHT", 0.0)
+    monkeypatch.setattr(pmm.kernels.particle_velocities, "LINEAR_WEIGHT", 0.0)
     without = variance_ratio()
     assert abs(with_linear - 1.0) < 0.02 and 0.91 < without < 0.95, (with_linear, without)

@@ -33,6 +33,9 @@ row that touches group ``g`` then depends on ``z`` only through that group's ``k
 coordinates and the ``S`` shared ones (``R^-1`` keeps the pattern of ``R``), which is what
 lets per-row bounds follow the movement of a row's own parameters
 (:mod:`pymc_minibatch.model.taylor`).
+
+:func:`damped_cholesky` factorises a matrix that is not positive definite (a Hessian away
+from a mode) after shifting the diagonal of only the blocks that need it.
 """
 
 from typing import NamedTuple
@@ -273,6 +276,44 @@ def schur_complement(matrix: ArrowheadMatrix):
                          matrix.coupling)  # fmt: skip
     schur = matrix.shared_block - np.einsum("gas,gat->st", coupling, coupling)
     return 0.5 * (schur + schur.T)
+
+
+def damped_cholesky(precision: ArrowheadMatrix):
+    """``(cholesky(P + D), damped)``: ``D`` is zero where ``P`` is positive definite, and
+    otherwise a diagonal shift of only the blocks that need one, each by just more than its
+    most negative eigenvalue: the groups' blocks first, then the shared block against its
+    Schur complement (a modified Cholesky factorisation, Gill & Murray 1974, "Newton-type
+    methods for unconstrained and linearly constrained optimization", Mathematical
+    Programming, by blocks). A Newton step far from a mode is then damped along the
+    directions of negative curvature only (typically a hierarchical scale), and the other
+    coordinates keep theirs."""
+    try:
+        return cholesky(precision), False
+    except NotPositiveDefiniteError:
+        pass
+    scale = max(float(np.max(np.abs(precision.diagonal()))), 1e-300)
+    local_blocks = precision.local_blocks
+    if local_blocks.size:
+        lowest = np.linalg.eigvalsh(local_blocks)[:, 0]
+        shift = np.where(lowest > 1e-10 * scale, 0.0, 1e-8 * scale - 2.0 * lowest)
+        k = local_blocks.shape[1]
+        local_blocks = local_blocks + shift[:, None, None] * np.eye(k)
+    repaired = precision._replace(local_blocks=local_blocks)
+    try:
+        return cholesky(repaired), True
+    except NotPositiveDefiniteError:
+        pass
+    schur = schur_complement(repaired)
+    lowest = float(np.linalg.eigvalsh(schur)[0])
+    shift = 1e-8 * scale - 2.0 * min(lowest, 0.0)
+    while True:
+        try:
+            damped = repaired._replace(
+                shared_block=repaired.shared_block + shift * np.eye(repaired.shared.size)
+            )
+            return cholesky(damped), True
+        except NotPositiveDefiniteError:  # rounding in the eigenvalue: a little more
+            shift *= 10.0
 
 
 def _inverse(lower):

@@ -1,24 +1,15 @@
-"""Velocity fields of the interacting-particle samplers (pure NumPy, vectorised over particles).
+"""The kernel of the interacting-particle samplers: one step of all particles (pure NumPy).
 
 Chen, Zhang, Wang, Li & Chen (2018), "A unified particle-optimization framework for scalable
-Bayesian sampling", UAI (the docs page "Particle methods"). Every method moves
-all ``M`` particles ``theta`` (shape ``(M, d)``) at once by ``theta += step_size * velocity``,
-where ``grads`` holds (minibatch estimates of) ``grad log p`` at each particle.
+Bayesian sampling", UAI (the docs page "Particle methods"): every method moves all ``M``
+particles at once by ``step_size`` times a velocity field of
+:mod:`pymc_minibatch.kernels.particle_velocities` (SVGD, w-SGLD, w-SGLD-B, pi-SGLD).
 
-The kernel is the RBF ``k(a, b) = exp(-|a - b|^2 / h)``; :func:`median_bandwidth` gives the
-median heuristic ``h = med(|theta_i - theta_j|^2) / log(M + 1)`` of Liu & Wang (2016), "Stein
-variational gradient descent: a general purpose Bayesian inference algorithm", NeurIPS (their
-code uses ``log(M + 1)``, which keeps ``h`` finite for two particles).
-
-:func:`coordinate_svgd_velocity` is SVGD with one RBF kernel per coordinate (a diagonal
-matrix-valued kernel), for dimensions above the particle count, where the joint kernel's
-repulsion fades and the particles collapse towards the mode.
-
-The move itself is the kernel :func:`init` / :func:`step` on a :class:`ParticleState`
+The move is the kernel :func:`init` / :func:`step` on a :class:`ParticleState`
 (exported as ``State``, ``Info``, ``init`` and ``step``): one step draws the next batch of
 an epoch without replacement (:func:`~pymc_minibatch.kernels.batches.next_epoch_batch`),
-estimates the gradients at every particle, and moves them all by ``step_size`` times a
-velocity field above, with AdaGrad and heavy-ball momentum if set; a particle that runs
+estimates the gradients at every particle, and moves them all by ``step_size`` times the
+method's velocity field, with AdaGrad and heavy-ball momentum if set; a particle that runs
 away is found by the SG-MCMC chain's check
 (:func:`~pymc_minibatch.kernels.sg_chain.runaway_distance`).
 """
@@ -30,182 +21,18 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels.batches import next_epoch_batch
+from pymc_minibatch.kernels.particle_velocities import (
+    blob_velocity,
+    coordinate_bandwidths,
+    coordinate_svgd_velocity,
+    linear_svgd_velocity,
+    median_bandwidth,
+    pisgld_velocity,
+    squared_distances,
+    svgd_velocity,
+    wasserstein_velocity,
+)
 from pymc_minibatch.kernels.sg_chain import runaway_distance
-
-
-def squared_distances(a, b):
-    """``|a_i - b_j|^2`` for every pair of rows, shape ``(len(a), len(b))``."""
-    difference = a[:, None, :] - b[None, :, :]
-    return np.einsum("ijk,ijk->ij", difference, difference)
-
-
-def median_bandwidth(sq_dists):
-    """The median heuristic ``med(|theta_i - theta_j|^2, i < j) / log(M + 1)``.
-
-    Falls back to 1 when all particles coincide (the median is 0), so that the kernel
-    stays defined and the repulsion can separate them.
-    """
-    n = sq_dists.shape[0]
-    pairs = sq_dists[np.triu_indices(n, k=1)]
-    median = np.median(pairs) if pairs.size else 0.0
-    return float(median / np.log(n + 1)) if median > 0 else 1.0
-
-
-def _kernel_repulsion(theta, weights, bandwidth):
-    """``(2 / h) sum_j w_ij (theta_i - theta_j)``: minus the kernel gradients, weighted."""
-    return (2.0 / bandwidth) * (theta * weights.sum(axis=1, keepdims=True) - weights @ theta)
-
-
-def svgd_velocity(theta, grads, bandwidth):
-    """Stein variational gradient ``phi(theta_i)`` (Liu & Wang 2016, eq. 8).
-
-    ``phi_i = (1/M) sum_j [k(theta_j, theta_i) grad_j + grad_{theta_j} k(theta_j, theta_i)]``:
-    a kernel-smoothed gradient plus a repulsion between particles.
-    """
-    kernel = np.exp(-squared_distances(theta, theta) / bandwidth)
-    return (kernel @ grads + _kernel_repulsion(theta, kernel, bandwidth)) / theta.shape[0]
-
-
-COORDINATE_CHUNK = 2**21
-"""Pair-coordinate entries (``M^2`` times coordinates) handled at once by
-:func:`coordinate_svgd_velocity` (16 MB per float64 array)."""
-
-
-def coordinate_bandwidths(theta):
-    """The median heuristic per coordinate: ``med((theta_ij - theta_lj)^2, i < l) /
-    log(M + 1)`` for each ``j`` (1 where the particles coincide in ``j``), shape ``(d,)``."""
-    n, d = theta.shape
-    upper = np.triu_indices(n, k=1)
-    medians = np.empty(d)
-    for cols in _column_chunks(n, d):
-        difference = theta[:, None, cols] - theta[None, :, cols]
-        medians[cols] = np.median(difference[upper] ** 2, axis=0) if n > 1 else 0.0
-    return np.where(medians > 0, medians, np.log(n + 1)) / np.log(n + 1)
-
-
-def coordinate_svgd_velocity(theta, grads, bandwidths):
-    """SVGD with the kernel ``K(a, b) = diag_j exp(-(a_j - b_j)^2 / h_j)``.
-
-    ``phi_j(theta_i) = (1/M) sum_l k_j(theta_lj, theta_ij) [grad_lj + 2 (theta_ij -
-    theta_lj) / h_j]``: Liu & Wang's (2016) velocity with a matrix-valued kernel (Wang,
-    Tang, Bajaj & Liu 2019, "Stein variational gradient descent with matrix-valued
-    kernels", NeurIPS), here the sliced kernel of Gong, Li & Hernandez-Lobato (2021,
-    "Sliced kernelized Stein discrepancy", ICLR) with the coordinate axes as slices. Each
-    coordinate's repulsion acts in one dimension, so it does not fade as ``d`` grows past
-    ``M``, the collapse of the joint kernel (Ba et al. 2021, "Understanding the variance
-    collapse of SVGD in high dimensions", ICLR). Its fixed points match each coordinate's
-    marginal score, which suits preconditioned coordinates, where the posterior is close
-    to independent. With ``M`` particles they are narrower than the target in every
-    coordinate; :func:`linear_svgd_velocity` adds the correction.
-    """
-    n, d = theta.shape
-    velocity = np.empty_like(theta)
-    # Single precision halves the cost of the M^2 d exponentials; its rounding (1e-7
-    # relative) is far below the minibatch gradients' noise.
-    theta32, grads32 = theta.astype(np.float32), grads.astype(np.float32)
-    bandwidths32 = bandwidths.astype(np.float32)
-    for cols in _column_chunks(n, d):
-        difference = theta32[:, None, cols] - theta32[None, :, cols]  # (i, l, j): theta_i - theta_l
-        weights = np.exp(-(difference**2) / bandwidths32[cols])
-        drive = np.einsum("ilj,lj->ij", weights, grads32[:, cols])
-        repulsion = np.einsum("ilj,ilj->ij", weights, difference) * (2.0 / bandwidths32[cols])
-        velocity[:, cols] = (drive + repulsion) / n
-    return velocity
-
-
-LINEAR_WEIGHT = 0.25
-"""Weight ``w`` of :func:`linear_svgd_velocity` beside :func:`coordinate_svgd_velocity`.
-
-On N(0, I_50) with 100 particles (1500 steps of 0.05 from exact draws, exact gradients)
-the particles' variance is 0.962 of the target's with the RBF kernel alone and 0.994 with
-this weight (``tests/kernels/test_particles.py`` asserts both); weight 1 brings it to
-0.998 on that target, but its term, an average over the particles in each coordinate,
-carries the minibatch gradients' noise into every particle's spread, which a smaller
-weight damps while keeping most of the correction."""
-
-
-def linear_svgd_velocity(theta, grads, weight=None):
-    """SVGD's velocity for the kernel ``K(a, b) = diag_j w (1 + (a_j - m_j)(b_j - m_j) /
-    s_j^2)``, ``m_j`` and ``s_j^2`` the particles' mean and variance in coordinate ``j``
-    and ``w = weight`` (default ``LINEAR_WEIGHT``, read at each call):
-
-    ``phi_j(theta_i) = w mean_l(grad_lj) + w (theta_ij - m_j) / s_j^2 [mean_l((theta_lj -
-    m_j) grad_lj) + 1]``.
-
-    Added to :func:`coordinate_svgd_velocity`, it is SVGD with the sum of the two kernels.
-    It vanishes where the particles satisfy Stein's identities ``mean(grad_j) = 0`` and
-    ``mean((theta_j - m_j) grad_j) = -1``, as the posterior does, and drives them there
-    otherwise: linear features in the kernel make SVGD match first and second moments (Liu
-    & Wang 2018, "Stein variational gradient descent as moment matching", NeurIPS). Without
-    it a hierarchical model's group scale, set by the spread of many groups' effects, adds
-    up their shortfalls: on the 1000-group model of ``benchmarks/particle_momentum.py`` it
-    settled 0.3 posterior sd low.
-    """
-    weight = LINEAR_WEIGHT if weight is None else weight
-    centred = theta - theta.mean(axis=0)
-    variances = np.mean(centred**2, axis=0)
-    variances = np.where(variances > 0, variances, 1.0)
-    return weight * (
-        grads.mean(axis=0) + centred / variances * (np.mean(centred * grads, axis=0) + 1.0)
-    )
-
-
-def _column_chunks(n, d):
-    width = max(1, COORDINATE_CHUNK // (n * n))
-    return [slice(start, min(start + width, d)) for start in range(0, d, width)]
-
-
-def blob_velocity(theta, grads, bandwidth):
-    """w-SGLD-B: ``grad_i`` plus the blob approximation of ``-grad log mu`` (paper eq. 22).
-
-    With ``E_2 = int mu log(mu * K)`` (Carrillo, Craig & Patacchini 2019), the entropy
-    force on particle ``i`` is
-    ``-sum_j grad_i K_ij / sum_l K_jl - sum_j grad_i K_ij / sum_l K_il``.
-    """
-    kernel = np.exp(-squared_distances(theta, theta) / bandwidth)
-    density = kernel.sum(axis=1)  # > 0: each particle's own term is 1
-    by_neighbour = kernel / density[None, :]
-    by_self = kernel / density[:, None]
-    return (
-        grads
-        + _kernel_repulsion(theta, by_neighbour, bandwidth)
-        + _kernel_repulsion(theta, by_self, bandwidth)
-    )
-
-
-def wasserstein_term(theta, previous, lam):
-    """The entropy-regularised W2 term of paper eq. (21), without its weight ``gamma``.
-
-    ``sum_j (d_ij / lam - 1) exp(-d_ij / lam) (previous_j - theta_i)`` with
-    ``d_ij = |theta_i - previous_j|^2`` to the particles of the previous iterate (the
-    paper's fixed ``gamma`` replaces the Sinkhorn scalings ``u_i v_j``). A particle is
-    pulled towards previous particles farther than ``sqrt(lam)`` and pushed away from nearer
-    ones (its own previous position among them, which acts as momentum).
-    """
-    sq_dists = squared_distances(theta, previous)
-    weights = (sq_dists / lam - 1.0) * np.exp(-sq_dists / lam)
-    return weights @ previous - weights.sum(axis=1, keepdims=True) * theta
-
-
-def wasserstein_velocity(theta, previous, grads, lam, gamma):
-    """w-SGLD (paper eqs. 19 and 21): ``grad_i + gamma * wasserstein_term``."""
-    return grads + gamma * wasserstein_term(theta, previous, lam)
-
-
-def pisgld_velocity(theta, previous, grads, bandwidth, lam, gamma):
-    """pi-SGLD: the average of the SVGD velocity and a w-SGLD velocity.
-
-    The w-SGLD part is the blob velocity plus ``gamma`` times the W2 term of eq. (21). With
-    ``gamma = 0`` this is the pi-SGLD of the public implementation by one of the paper's
-    authors (Liu et al. 2019, github.com/thu-ml/fpovi, ``ffn/svgd.py``: the mean of the SVGD
-    and blob velocities); ``gamma`` weights the Wasserstein term whose scale the paper
-    studies for pi-SGLD (its Figure 3).
-    """
-    wsgld = blob_velocity(theta, grads, bandwidth)
-    if gamma:
-        wsgld = wsgld + gamma * wasserstein_term(theta, previous, lam)
-    return 0.5 * (svgd_velocity(theta, grads, bandwidth) + wsgld)
-
 
 METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
 

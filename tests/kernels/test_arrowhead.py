@@ -7,6 +7,7 @@ from pymc_minibatch.kernels.arrowhead import (
     ArrowheadMatrix,
     NotPositiveDefiniteError,
     cholesky,
+    damped_cholesky,
     schur_complement,
 )
 from pymc_minibatch.kernels.preconditioning import identity_preconditioner, scaled
@@ -116,6 +117,20 @@ def test_a_matrix_with_a_negative_direction_is_refused(arrowhead):
     with pytest.raises(NotPositiveDefiniteError, match="Schur"):
         cholesky(matrix.plus_diagonal(np.where(np.isin(np.arange(NDIM), matrix.shared),
                                                -1e6, 0.0)))  # fmt: skip
+
+
+def test_a_negative_direction_is_damped_in_its_own_block_only():
+    """A group's block and the shared block with a negative eigenvalue each: the damping
+    shifts those two blocks, and leaves the positive definite group's block as it is."""
+    precision = ArrowheadMatrix.from_dense(
+        np.diag([4.0, -1.0, 2.0, -3.0]), shared=np.array([3]), local=np.array([[0], [1], [2]])
+    )
+    factor, damped = damped_cholesky(precision)
+    assert damped
+    repaired = np.linalg.inv(factor.dense() @ factor.dense().T)
+    np.testing.assert_allclose(np.diag(repaired)[[0, 2]], [4.0, 2.0], rtol=1e-12)
+    assert repaired[1, 1] > 0 and repaired[3, 3] > 0
+    np.testing.assert_allclose(repaired - np.diag(np.diag(repaired)), 0.0, atol=1e-12)
 
 
 def test_without_groups_the_factor_is_a_dense_cholesky_factor():

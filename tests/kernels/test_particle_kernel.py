@@ -9,6 +9,7 @@ it is the velocity field of the method; and a step is a function of the generato
 import numpy as np
 import pytest
 
+from pymc_minibatch.kernels import particle_velocities as velocities
 from pymc_minibatch.kernels import particles as kernel
 from pymc_minibatch.kernels.batches import next_epoch_batch
 from pymc_minibatch.kernels.preconditioning import DiagonalPreconditioner
@@ -104,12 +105,12 @@ def test_a_step_moves_by_the_methods_velocity(method):
     first, _ = run(config, 1)
     z, previous = first.position, START
     grads = MEAN - z
-    h = 2.0 * kernel.median_bandwidth(kernel.squared_distances(z, z))
+    h = 2.0 * velocities.median_bandwidth(velocities.squared_distances(z, z))
     velocity = {
-        "svgd": lambda: kernel.svgd_velocity(z, grads, h),
-        "wsgld": lambda: kernel.wasserstein_velocity(z, previous, grads, h, 0.3),
-        "wsgld_blob": lambda: kernel.blob_velocity(z, grads, h),
-        "pisgld": lambda: kernel.pisgld_velocity(z, previous, grads, h, h, 0.3),
+        "svgd": lambda: velocities.svgd_velocity(z, grads, h),
+        "wsgld": lambda: velocities.wasserstein_velocity(z, previous, grads, h, 0.3),
+        "wsgld_blob": lambda: velocities.blob_velocity(z, grads, h),
+        "pisgld": lambda: velocities.pisgld_velocity(z, previous, grads, h, h, 0.3),
     }[method]()
     np.testing.assert_allclose(state.position, z + 0.1 * velocity, rtol=1e-13)
 
@@ -123,11 +124,11 @@ def test_the_coordinate_kernel_keeps_its_bandwidths_and_adds_the_linear_part():
     for t in range(kernel.COORDINATE_BANDWIDTH_EVERY + 1):
         z, carried = state.position, state.momentum
         if t % kernel.COORDINATE_BANDWIDTH_EVERY == 0:
-            bandwidths = kernel.coordinate_bandwidths(z)
+            bandwidths = velocities.coordinate_bandwidths(z)
         state, info = kernel.step(rng, state, gaussian, config)
         np.testing.assert_array_equal(state.bandwidths, bandwidths)
-        carried = 0.5 * carried + kernel.coordinate_svgd_velocity(z, MEAN - z, bandwidths)
-        expected = z + 0.1 * (carried + kernel.linear_svgd_velocity(z, MEAN - z))
+        carried = 0.5 * carried + velocities.coordinate_svgd_velocity(z, MEAN - z, bandwidths)
+        expected = z + 0.1 * (carried + velocities.linear_svgd_velocity(z, MEAN - z))
         np.testing.assert_allclose(state.position, expected, rtol=1e-12)
         np.testing.assert_allclose(state.momentum, carried, rtol=1e-12)
         assert info.bandwidth == np.median(bandwidths)

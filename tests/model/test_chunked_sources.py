@@ -12,7 +12,7 @@ from pymc_minibatch._compat import posterior, sample_stats
 from pymc_minibatch.model import full_data
 from pymc_minibatch.model.expansions import second_order_bounds
 from pymc_minibatch.model.lipschitz import derive_bounds
-from tests.support.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
+from tests.support.logistic_rows import N_ROWS, X, Y, logistic, placeholder
 
 zarr = pytest.importorskip("zarr")
 da = pytest.importorskip("dask.array")
@@ -42,28 +42,18 @@ def stores(tmp_path_factory):
     return arrays
 
 
-@pytest.fixture(scope="module")
-def memmap_x(tmp_path_factory):
-    return read_only_memmap(tmp_path_factory.mktemp("memmap") / "X.dat", X)
-
-
-def sources(kind, stores, memmap_x):
+def sources(kind, stores, x_memmap):
     """The same rows as ``data=`` of each kind."""
     if kind == "numpy":
         return {"X": X.copy(), "y": Y.copy()}
     if kind == "memmap":
-        return {"X": memmap_x, "y": Y}
+        return {"X": x_memmap, "y": Y}
     if kind == "zarr":
         return dict(stores)
     if kind == "dask":  # chunks unlike the Zarr store's and unlike each other's
         return {"X": da.from_array(X, chunks=(500, 1)), "y": da.from_array(Y, chunks=700)}
     return {"X": xr.DataArray(da.from_array(X, chunks=400), dims=("row", "column")),
             "y": xr.DataArray(Y, dims="row")}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def in_memory():
-    return pmm.MinibatchModel(logistic(X, Y))
 
 
 def test_take_reads_rows_in_any_order_through_a_bounded_cache(stores):
@@ -116,9 +106,9 @@ def test_bad_chunked_rows_are_refused(stores, array, cache_bytes, error, message
 
 
 @pytest.mark.parametrize("kind", ["zarr", "dask", "xarray"])
-def test_full_data_passes_through_dask_equal_the_in_memory_ones(kind, stores, memmap_x,
+def test_full_data_passes_through_dask_equal_the_in_memory_ones(kind, stores, x_memmap,
                                                                  in_memory):  # fmt: skip
-    mm = pmm.MinibatchModel(placeholder(), data=sources(kind, stores, memmap_x))
+    mm = pmm.MinibatchModel(placeholder(), data=sources(kind, stores, x_memmap))
     assert mm.reads_chunks and mm.n_data == N_ROWS
     idx = RNG.integers(0, N_ROWS, size=40)
     np.testing.assert_array_equal(mm.loglik(THETA, idx), in_memory.loglik(THETA, idx))
@@ -150,12 +140,12 @@ def test_non_finite_rows_in_a_zarr_store_are_refused(tmp_path):
         pmm.MinibatchModel(placeholder(), data={"X": store, "y": Y})
 
 
-def test_same_seed_same_draws_from_every_kind_of_source(stores, memmap_x):
+def test_same_seed_same_draws_from_every_kind_of_source(stores, x_memmap):
     runs = {}
     for kind in ("in-model", "numpy", "memmap", "zarr", "dask"):
         model, data = (
             (logistic(X, Y), None) if kind == "in-model"
-            else (placeholder(), sources(kind, stores, memmap_x))
+            else (placeholder(), sources(kind, stores, x_memmap))
         )  # fmt: skip
         with model:
             idata = pm.sample(

@@ -8,19 +8,9 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import posterior
 from pymc_minibatch.model.rows import MemmapFile
-from tests.support.logistic_rows import N_ROWS, X, Y, logistic, placeholder, read_only_memmap
+from tests.support.logistic_rows import N_ROWS, X, Y, logistic, placeholder
 
 RNG = np.random.default_rng(19)
-
-
-@pytest.fixture(scope="module")
-def x_memmap(tmp_path_factory):
-    return read_only_memmap(tmp_path_factory.mktemp("rows") / "X.dat", X)
-
-
-@pytest.fixture(scope="module")
-def in_memory():
-    return pmm.MinibatchModel(logistic(X, Y))
 
 
 @pytest.mark.parametrize("source", ["ndarray", "memmap"])

@@ -7,8 +7,7 @@ import pytest
 from scipy import stats
 
 import pymc_minibatch as pmm
-from pymc_minibatch.kernels.arrowhead import ArrowheadMatrix
-from pymc_minibatch.model.laplace import LaplaceFitWarning, ModeNotFoundError, _factor
+from pymc_minibatch.model.laplace import LaplaceFitWarning, ModeNotFoundError
 from tests.support.zoo_hierarchical import intercepts_logistic
 
 
@@ -44,7 +43,7 @@ def test_tall_data_fit_starts_from_a_subsample_and_needs_few_passes(monkeypatch)
         pm.Bernoulli("y", logit_p=x @ model["beta"], observed=y)
     fit = pmm.MinibatchModel(model).laplace()
     assert fit.is_mode and fit.passes <= 3
-    monkeypatch.setattr("pymc_minibatch.model.laplace.SUBSAMPLE_MIN_ROWS", 2 * n_rows)
+    monkeypatch.setattr("pymc_minibatch.model.mode_search.SUBSAMPLE_MIN_ROWS", 2 * n_rows)
     full_model = pmm.MinibatchModel(model)
     full = full_model.laplace()
     assert full.is_mode and full.passes > fit.passes + 2
@@ -67,20 +66,6 @@ def test_rare_rows_set_the_curvature_of_their_coefficient():
     fit = pmm.MinibatchModel(model).laplace()
     sd = np.sqrt(fit.covariance_diagonal())
     assert 0.3 < sd[1] < 0.7
-
-
-def test_a_negative_direction_is_damped_in_its_own_block_only():
-    """A group's block and the shared block with a negative eigenvalue each: the damping
-    shifts those two blocks, and leaves the positive definite group's block as it is."""
-    precision = ArrowheadMatrix.from_dense(
-        np.diag([4.0, -1.0, 2.0, -3.0]), shared=np.array([3]), local=np.array([[0], [1], [2]])
-    )
-    factor, damped = _factor(precision)
-    assert damped
-    repaired = np.linalg.inv(factor.dense() @ factor.dense().T)
-    np.testing.assert_allclose(np.diag(repaired)[[0, 2]], [4.0, 2.0], rtol=1e-12)
-    assert repaired[1, 1] > 0 and repaired[3, 3] > 0
-    np.testing.assert_allclose(repaired - np.diag(np.diag(repaired)), 0.0, atol=1e-12)
 
 
 def test_a_centred_hierarchical_model_ends_at_its_mode_not_at_a_zero_scale():

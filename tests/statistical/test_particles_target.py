@@ -5,8 +5,8 @@ full-data gradients the final particles are a deterministic function of the seed
 tolerances are fixed: means within 0.1 posterior sd, and each method's marginal sd ratio at
 its defaults within four across-seed standard deviations of the value measured on
 ``GAUSSIAN_5D`` (``pmm.particles.MEASURED_SD_RATIO``, printed by section (e) of
-``benchmarks/particles.py``). The kernel tests (tests/kernels/test_particles.py) show that
-SVGD without its repulsion fails a variance check.
+``benchmarks/particles.py``). The velocity tests (tests/kernels/test_particle_velocities.py)
+show that SVGD without its repulsion fails a variance check.
 """
 
 import numpy as np

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pymc_minibatch.kernels import particles as kernels
+from pymc_minibatch.kernels import particle_velocities as velocities
 
 RNG = np.random.default_rng(0)
 THETA = RNG.normal(size=(7, 3))
@@ -28,12 +28,14 @@ def test_svgd_velocity_matches_the_double_sum():
         / m
         for i in range(m)
     ]
-    np.testing.assert_allclose(kernels.svgd_velocity(THETA, GRADS, BANDWIDTH), expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        velocities.svgd_velocity(THETA, GRADS, BANDWIDTH), expected, rtol=1e-12
+    )
 
 
 def test_coordinate_svgd_velocity_matches_the_double_sum_per_coordinate(monkeypatch):
     m, d = THETA.shape
-    bandwidths = kernels.coordinate_bandwidths(THETA)
+    bandwidths = velocities.coordinate_bandwidths(THETA)
     upper = np.triu_indices(m, k=1)
     for j in range(d):
         pairs = (THETA[:, None, j] - THETA[None, :, j])[upper] ** 2
@@ -45,13 +47,13 @@ def test_coordinate_svgd_velocity_matches_the_double_sum_per_coordinate(monkeypa
         for i in range(m)
     ])  # fmt: skip
     single = {"rtol": 1e-5, "atol": 1e-6 * np.abs(expected).max()}  # float32 weights
-    velocity = kernels.coordinate_svgd_velocity(THETA, GRADS, bandwidths)
+    velocity = velocities.coordinate_svgd_velocity(THETA, GRADS, bandwidths)
     np.testing.assert_allclose(velocity, expected, **single)
     assert velocity.dtype == THETA.dtype
-    monkeypatch.setattr(kernels, "COORDINATE_CHUNK", m * m)  # one coordinate at a time
-    np.testing.assert_allclose(kernels.coordinate_svgd_velocity(THETA, GRADS, bandwidths),
+    monkeypatch.setattr(velocities, "COORDINATE_CHUNK", m * m)  # one coordinate at a time
+    np.testing.assert_allclose(velocities.coordinate_svgd_velocity(THETA, GRADS, bandwidths),
                                expected, **single)  # fmt: skip
-    np.testing.assert_allclose(kernels.coordinate_bandwidths(THETA), bandwidths, rtol=1e-12)
+    np.testing.assert_allclose(velocities.coordinate_bandwidths(THETA), bandwidths, rtol=1e-12)
 
 
 def test_linear_svgd_velocity_matches_the_double_sum_per_coordinate():
@@ -68,7 +70,7 @@ def test_linear_svgd_velocity_matches_the_double_sum_per_coordinate():
          for j in range(d)]
         for i in range(m)
     ])  # fmt: skip
-    np.testing.assert_allclose(kernels.linear_svgd_velocity(THETA, GRADS, weight), expected,
+    np.testing.assert_allclose(velocities.linear_svgd_velocity(THETA, GRADS, weight), expected,
                                rtol=1e-12)  # fmt: skip
 
 
@@ -83,9 +85,9 @@ def test_the_linear_kernel_restores_the_particles_variance(linear_weight, low, h
     theta = np.random.default_rng(0).normal(size=(100, 50))
     for step in range(1500):
         if step % 10 == 0:
-            bandwidths = kernels.coordinate_bandwidths(theta)
-        velocity = kernels.coordinate_svgd_velocity(theta, -theta, bandwidths)
-        velocity += kernels.linear_svgd_velocity(theta, -theta, linear_weight)
+            bandwidths = velocities.coordinate_bandwidths(theta)
+        velocity = velocities.coordinate_svgd_velocity(theta, -theta, bandwidths)
+        velocity += velocities.linear_svgd_velocity(theta, -theta, linear_weight)
         theta = theta + 0.05 * velocity
     assert low < theta.var(axis=0).mean() < high
 
@@ -101,11 +103,13 @@ def test_in_more_dimensions_than_particles_the_joint_kernel_collapses_and_the_co
         theta = start.copy()
         for _ in range(1000):
             if name == "joint":
-                bandwidth = 4.0 * kernels.median_bandwidth(kernels.squared_distances(theta, theta))
-                velocity = kernels.svgd_velocity(theta, -theta, bandwidth)
+                bandwidth = 4.0 * velocities.median_bandwidth(
+                    velocities.squared_distances(theta, theta)
+                )
+                velocity = velocities.svgd_velocity(theta, -theta, bandwidth)
             else:
-                velocity = kernels.coordinate_svgd_velocity(
-                    theta, -theta, kernels.coordinate_bandwidths(theta)
+                velocity = velocities.coordinate_svgd_velocity(
+                    theta, -theta, velocities.coordinate_bandwidths(theta)
                 )
             theta = theta + 0.05 * velocity
         spreads[name] = np.sqrt(np.mean(theta.var(axis=0)))
@@ -122,7 +126,9 @@ def test_blob_velocity_matches_paper_eq_22():
         - sum(grad_first(THETA[i], THETA[j]) / density[i] for j in range(m))
         for i in range(m)
     ]
-    np.testing.assert_allclose(kernels.blob_velocity(THETA, GRADS, BANDWIDTH), expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        velocities.blob_velocity(THETA, GRADS, BANDWIDTH), expected, rtol=1e-12
+    )
 
 
 def test_wasserstein_velocity_matches_paper_eq_21():
@@ -131,17 +137,17 @@ def test_wasserstein_velocity_matches_paper_eq_21():
         return (d / LAM - 1.0) * np.exp(-d / LAM) * (PREVIOUS[j] - THETA[i])
 
     expected = [GRADS[i] + GAMMA * sum(term(i, j) for j in range(len(THETA))) for i in range(7)]
-    velocity = kernels.wasserstein_velocity(THETA, PREVIOUS, GRADS, LAM, GAMMA)
+    velocity = velocities.wasserstein_velocity(THETA, PREVIOUS, GRADS, LAM, GAMMA)
     np.testing.assert_allclose(velocity, expected, rtol=1e-12)
 
 
 def test_pisgld_velocity_averages_svgd_and_blob_plus_the_wasserstein_term():
     expected = 0.5 * (
-        kernels.svgd_velocity(THETA, GRADS, BANDWIDTH)
-        + kernels.blob_velocity(THETA, GRADS, BANDWIDTH)
-        + GAMMA * (kernels.wasserstein_velocity(THETA, PREVIOUS, GRADS, LAM, 1.0) - GRADS)
+        velocities.svgd_velocity(THETA, GRADS, BANDWIDTH)
+        + velocities.blob_velocity(THETA, GRADS, BANDWIDTH)
+        + GAMMA * (velocities.wasserstein_velocity(THETA, PREVIOUS, GRADS, LAM, 1.0) - GRADS)
     )
-    velocity = kernels.pisgld_velocity(THETA, PREVIOUS, GRADS, BANDWIDTH, LAM, GAMMA)
+    velocity = velocities.pisgld_velocity(THETA, PREVIOUS, GRADS, BANDWIDTH, LAM, GAMMA)
     np.testing.assert_allclose(velocity, expected, rtol=1e-12)
 
 
@@ -150,25 +156,25 @@ def test_wasserstein_term_repels_within_sqrt_lambda_and_attracts_beyond(distance
     """Paper, after eq. (21): pushed away when ``d < lambda``, pulled close when ``d > lambda``."""
     theta = np.array([[0.0]])
     previous = np.array([[distance]])
-    velocity = kernels.wasserstein_velocity(theta, previous, np.zeros((1, 1)), 1.0, 1.0)
+    velocity = velocities.wasserstein_velocity(theta, previous, np.zeros((1, 1)), 1.0, 1.0)
     assert np.sign(velocity[0, 0]) == direction
 
 
 def test_median_bandwidth():
     points = np.array([[0.0], [1.0], [3.0]])  # squared distances 1, 9, 4: median 4
-    assert kernels.median_bandwidth(kernels.squared_distances(points, points)) == pytest.approx(
-        4.0 / np.log(4.0)
-    )
+    assert velocities.median_bandwidth(
+        velocities.squared_distances(points, points)
+    ) == pytest.approx(4.0 / np.log(4.0))
     coincident = np.zeros((5, 2))
-    assert kernels.median_bandwidth(kernels.squared_distances(coincident, coincident)) == 1.0
+    assert velocities.median_bandwidth(velocities.squared_distances(coincident, coincident)) == 1.0
 
 
 def test_velocities_are_translation_equivariant():
     shift = np.array([3.0, -2.0, 1.0])
     for velocity in (
-        lambda t, p: kernels.svgd_velocity(t, GRADS, BANDWIDTH),
-        lambda t, p: kernels.blob_velocity(t, GRADS, BANDWIDTH),
-        lambda t, p: kernels.wasserstein_velocity(t, p, GRADS, LAM, GAMMA),
+        lambda t, p: velocities.svgd_velocity(t, GRADS, BANDWIDTH),
+        lambda t, p: velocities.blob_velocity(t, GRADS, BANDWIDTH),
+        lambda t, p: velocities.wasserstein_velocity(t, p, GRADS, LAM, GAMMA),
     ):
         np.testing.assert_allclose(
             velocity(THETA + shift, PREVIOUS + shift), velocity(THETA, PREVIOUS), atol=1e-12
@@ -179,11 +185,11 @@ def _svgd_on_standard_normal(ndim, n_particles, repulsion=True, steps=1500, step
     """Final SVGD particles (bandwidth scale 4) on N(0, I) from a shifted, narrow start."""
     theta = 1.0 + 0.3 * np.random.default_rng(1).normal(size=(n_particles, ndim))
     for _ in range(steps):
-        bandwidth = 4.0 * kernels.median_bandwidth(kernels.squared_distances(theta, theta))
+        bandwidth = 4.0 * velocities.median_bandwidth(velocities.squared_distances(theta, theta))
         if repulsion:
-            velocity = kernels.svgd_velocity(theta, -theta, bandwidth)
+            velocity = velocities.svgd_velocity(theta, -theta, bandwidth)
         else:  # the kernel-smoothed gradient alone
-            kernel = np.exp(-kernels.squared_distances(theta, theta) / bandwidth)
+            kernel = np.exp(-velocities.squared_distances(theta, theta) / bandwidth)
             velocity = kernel @ -theta / n_particles
         theta = theta + step_size * velocity
     return theta
@@ -211,12 +217,12 @@ def test_blob_narrows_with_the_dimension_at_the_median_heuristic(velocity):
         theta = np.random.default_rng(2).normal(size=(100, ndim))  # the Laplace start
         previous = theta
         for _ in range(400):
-            bandwidth = kernels.median_bandwidth(kernels.squared_distances(theta, theta))
+            bandwidth = velocities.median_bandwidth(velocities.squared_distances(theta, theta))
             grads = -theta
             if velocity == "blob":
-                move = kernels.blob_velocity(theta, grads, bandwidth)
+                move = velocities.blob_velocity(theta, grads, bandwidth)
             else:
-                move = kernels.pisgld_velocity(theta, previous, grads, bandwidth, bandwidth, 0.0)
+                move = velocities.pisgld_velocity(theta, previous, grads, bandwidth, bandwidth, 0.0)
             previous, theta = theta, theta + 0.05 * move
         assert np.max(np.abs(theta.mean(axis=0))) < 0.1
         spreads[ndim] = np.sqrt(np.mean(theta.var(axis=0)))
