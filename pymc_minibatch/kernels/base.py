@@ -32,7 +32,7 @@ import numpy as np
 
 #: Modules of :mod:`pymc_minibatch.kernels` that are algorithms, hence follow the protocol
 #: (the other modules are their parts: bounds, batches, schedules, factorisations).
-KERNEL_MODULES = ("exact_mh", "flymc", "mint", "particles", "sg_chain")
+KERNEL_MODULES = ("exact_mh", "flymc", "group_sweep", "mint", "particles", "sg_chain")
 
 
 class InitFn(Protocol):
