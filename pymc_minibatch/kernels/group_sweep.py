@@ -37,11 +37,12 @@ for the shift (while ``params.tune``).
 """
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from pymc_minibatch.kernels import exact_mh
+from pymc_minibatch.kernels.arrowhead import ArrowheadFactor, ArrowheadMatrix
 from pymc_minibatch.kernels.exact_tuning import (
     GroupChiTuning,
     ScaleTuning,
@@ -90,11 +91,11 @@ class SweepModel(NamedTuple):
     """The model of the shared move."""
     center: np.ndarray
     """The Laplace approximation's mode, the expansions' center."""
-    factor: Any
-    """The :class:`~pymc_minibatch.kernels.arrowhead.ArrowheadFactor` of the approximation's
-    precision (``factor.local``: each group's coordinates, shape ``(G, k)``)."""
-    precision: Any
-    """That precision, an :class:`~pymc_minibatch.kernels.arrowhead.ArrowheadMatrix`."""
+    factor: ArrowheadFactor
+    """The factor of the approximation's precision (``factor.local``: each group's
+    coordinates, shape ``(G, k)``)."""
+    precision: ArrowheadMatrix
+    """The approximation's precision."""
     population: SharedBlock | None
     """The population coordinates' block (None: no population move)."""
     shared_block: SharedBlock | None
@@ -153,7 +154,7 @@ def step(rng: np.random.Generator, state: State, model: SweepModel, params: Para
     position, logprior, population_accept, population = population_moves(rng, state, model,
                                                                          params)  # fmt: skip
     position, group, chi, squared_jump = group_move(rng, position, model, params)
-    if group.accepted.any():
+    if group.accepted.any():  # the groups were decided on their terms of the prior
         logprior = model.logprior(position)
     shared_info = gap = None
     block = model.shared_block
