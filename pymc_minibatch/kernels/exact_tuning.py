@@ -191,6 +191,7 @@ class ShiftTuning(NamedTuple):
 
 
 def shift_init(size: int) -> ShiftTuning:
+    """A zero shift of ``size`` coordinates."""
     return ShiftTuning(np.zeros(size), 0)
 
 
