@@ -18,7 +18,9 @@ the manner of BlackJAX's ``base.py``. It exports four names:
 Tuning (a proposal scale, pCN's correlation, TunaMH's ``chi``, step sizes) is written as
 ``(init, update)`` pairs of pure functions over a small ``NamedTuple`` state (dual averaging
 in :mod:`pymc_minibatch.kernels.adaptation`), which the PyMC wiring calls between steps
-while tuning.
+while tuning. An update that reads what only the step knows (TunaMH's ``chi`` reads the
+metric of the move it decides) runs inside ``step``, given the tuning state in the
+parameters, and ``Info`` returns the updated state.
 
 A step method of :mod:`pymc_minibatch.step_methods` then only maps PyMC's ``RaveledVars`` to
 ``State`` and back, calls ``step`` once per draw and turns ``Info`` into sampler
@@ -32,7 +34,7 @@ import numpy as np
 
 #: Modules of :mod:`pymc_minibatch.kernels` that are algorithms, hence follow the protocol
 #: (the other modules are their parts: bounds, batches, schedules, factorisations).
-KERNEL_MODULES = ("exact_mh", "flymc", "mint", "particles", "sg_chain")
+KERNEL_MODULES = ("exact_mh", "flymc", "group_sweep", "mint", "particles", "sg_chain")
 
 
 class InitFn(Protocol):

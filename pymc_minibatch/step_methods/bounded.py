@@ -165,14 +165,11 @@ class BoundedMinibatchStep(ExactMHStep):
         return RowBounds(bounds.c, float(totals.sum()), rows.sample, totals, rows.sizes,
                          rows.rows_of, np.flatnonzero(whole))  # fmt: skip
 
-    def kernel_params(self, proposal=None, conditional=None, **settings):
-        """The kernel's settings: this step's proposal, or ``proposal="conditional"`` with a
-        :class:`~pymc_minibatch.kernels.exact_mh.Conditional` block."""
+    def kernel_params(self, **settings):
+        """The kernel's settings: this step's proposal, its ``rho`` and rows."""
         searching = self._tunes_rho() and rho_searching(RhoTuning(self.rho, self.rho_search))
-        return super().kernel_params(
-            proposal=self.proposal if proposal is None else proposal, rho=self.rho,
-            conditional=conditional, search=searching, rows=self.row_bounds(), **settings,
-        )  # fmt: skip
+        return super().kernel_params(proposal=self.proposal, rho=self.rho, search=searching,
+                                     rows=self.row_bounds(), **settings)  # fmt: skip
 
     def check_bounds(self, info):
         """Raise :class:`~pymc_minibatch.exceptions.BoundViolationError` when an evaluated

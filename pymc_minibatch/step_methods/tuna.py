@@ -6,12 +6,20 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_float
-from pymc_minibatch.kernels import exact_mh
-from pymc_minibatch.kernels.exact_tuning import ChiTuning, chi_init
+from pymc_minibatch.kernels import group_sweep
+from pymc_minibatch.kernels.exact_tuning import (
+    ChiTuning,
+    SweepTuning,
+    chi_init,
+    rho_searching,
+    sweep_tuning_final,
+    sweep_tuning_init,
+    sweep_tuning_update,
+)
 from pymc_minibatch.kernels.tuna import tuna_rule
 from pymc_minibatch.model.group_prior import group_prior
 from pymc_minibatch.step_methods.bounded import BoundedMinibatchStep, BoundedStepState
-from pymc_minibatch.step_methods.group_moves import SHARED_KAPPA, GroupMoves
+from pymc_minibatch.step_methods.group_moves import GROUP_KAPPA, SHARED_KAPPA, GroupMoves
 
 GROUP_MOVES = ("auto", True, False)
 
@@ -26,7 +34,7 @@ MAX_BATCH_FRACTION = 0.1
 @dataclass_state
 class TunaMHState(BoundedStepState):
     chi_tuning: ChiTuning
-    group_state: object
+    sweep_tuning: SweepTuning | None
 
 
 class TunaMH(BoundedMinibatchStep):
@@ -109,7 +117,7 @@ class TunaMH(BoundedMinibatchStep):
     group_moves : {"auto", True, False}, default "auto"
         On a hierarchical model (parameters that only one group's rows touch, found in the
         graph), each step is a sweep of block moves
-        (:mod:`pymc_minibatch.step_methods.group_moves`): the population parameters no row
+        (:mod:`pymc_minibatch.kernels.group_sweep`): the population parameters no row
         touches by a random walk on the prior alone, every group given the shared
         parameters (each accepted on a minibatch of its own rows), then the shared
         parameters by TunaMH over all rows. A move of all parameters at once is rarely
@@ -219,19 +227,23 @@ class TunaMH(BoundedMinibatchStep):
     def reset_tuning(self):
         super().reset_tuning()
         self.chi_tuning = chi_init(self.fixed_chi, self.target_kappa, MAX_BATCH_FRACTION)
-        self.group_state = None if self.group_moves is None else self.group_moves.init()
+        self.sweep_tuning = None
+        if self.group_moves is not None:
+            model = self.group_moves.model
+            sizes = (0 if block is None else block.coordinates.size
+                     for block in (model.population, model.shared_block))  # fmt: skip
+            self.sweep_tuning = sweep_tuning_init(*sizes, GROUP_KAPPA, self.fixed_rho)
 
     def stop_tuning(self):
         if self.tune and self.group_moves is not None:
-            self.group_state = self.group_moves.stop_tuning(self.group_state)
+            self.sweep_tuning = sweep_tuning_final(self.sweep_tuning, self.fixed_rho is None)
         super().stop_tuning()
 
-    def kernel_params(self, proposal=None, conditional=None):
+    def kernel_params(self):
         chi = self.chi_tuning
         # a running mean of M while tuning (also seeds chi when a chain starts untuned)
         tunes_chi = self.fixed_chi is None and (self.tune or chi.chi is None)
-        return super().kernel_params(proposal, conditional, chi=chi.chi,
-                                     chi_tuning=chi if tunes_chi else None,
+        return super().kernel_params(chi=chi.chi, chi_tuning=chi if tunes_chi else None,
                                      fallback=self.fallback)  # fmt: skip
 
     def info_stats(self, info):
@@ -259,48 +271,41 @@ class TunaMH(BoundedMinibatchStep):
         return self._sweep(q0)
 
     def _sweep(self, q0):
-        """One step with group moves: the population, the groups, then the shared
-        parameters (:mod:`pymc_minibatch.step_methods.group_moves`), the last by the exact
-        MH kernel with a conditional pCN proposal."""
+        """One step with group moves: one call of the sweep's kernel
+        (:mod:`pymc_minibatch.kernels.group_sweep`)."""
         q0 = self.chain_start(q0)
-        model, moves, rng = self.minibatch_model, self.group_moves, self.rng
-        theta = q0.data
-        logprior = self.current_logdensity(theta, model.logprior)
-        theta, logprior, population_accept, state = moves.population_moves(
-            rng, theta, logprior, model.logprior, self.group_state, self.tune
-        )
-        theta, group, state = moves.group_move(rng, theta, self.bounds, self.row_bounds(),
-                                               self.residuals.row_pair, state,
-                                               self.tune)  # fmt: skip
-        self.group_state = state
-        self.check_bounds(group)
-        if group.accepted.any():
-            logprior = model.logprior(theta)
-        conditional = moves.shared_conditional(state)
-        shared_info = None
-        if conditional is not None:
-            params = self.kernel_params("conditional", conditional)
-            (theta, logprior), shared_info = exact_mh.step(
-                rng, exact_mh.State(theta, logprior), self.exact_model, params, self.rule
-            )
-            self.check_bounds(shared_info)
-        self.remember(theta, logprior)
+        theta, model = q0.data, self.group_moves.model
+        state = group_sweep.State(theta, self.current_logdensity(theta, model.logprior))
+        params = self._sweep_params()
+        state, info = group_sweep.step(self.rng, state, model, params, self.rule)
+        self.check_bounds(info.group)
+        if info.shared is not None:
+            self.check_bounds(info.shared)
+        self.remember(state.position, state.logdensity)
+        stats = self._sweep_stats(info, params)
         if self.tune:
-            self.group_state = state = moves.adapt_shift(theta, state)
-        stats = self._sweep_stats(group, shared_info, population_accept, state)
-        if shared_info is not None:
-            self.tune_after(shared_info)
-        return RaveledVars(theta, q0.point_map_info), [stats]
+            self.sweep_tuning = sweep_tuning_update(self.sweep_tuning, info, params.search)
+        if info.shared is not None:
+            self.tune_after(info.shared)
+        return RaveledVars(state.position, q0.point_map_info), [stats]
 
-    def _sweep_stats(self, group, shared_info, population_accept, state):
+    def _sweep_params(self):
+        tuning, tune = self.sweep_tuning, self.tune
+        search = tune and self.fixed_rho is None and rho_searching(tuning.rho)
+        return group_sweep.Params(tuning.population, tuning.rho.rho, search, tuning.chi,
+                                  tuning.shift.shift, tune, self.target_accept,
+                                  self.row_bounds(), self.kernel_params())  # fmt: skip
+
+    def _sweep_stats(self, info, params):
         """A sweep's statistics: of its group move and, when there is one, its shared move."""
+        group, shared_info = info.group, info.shared
         shared_rows = 0 if shared_info is None else shared_info.batch_size
         chi = self._chi(shared_info)
         return {
             "tune": self.tune,
             "accept": float(group.accept.mean()),
             "accepted": bool(group.accepted.any() or (shared_info and shared_info.accepted)),
-            "proposal_scale": state.population_scale,
+            "proposal_scale": info.population.scale,
             "nonfinite": bool(group.nonfinite or (shared_info and shared_info.nonfinite)),
             "batch_size": group.batch_size + shared_rows,
             "expected_batch_size": group.expected_batch_size
@@ -315,7 +320,7 @@ class TunaMH(BoundedMinibatchStep):
             "chi": np.nan if chi is None else chi,
             "group_accept": float(group.accept.mean()),
             "shared_accept": np.nan if shared_info is None else shared_info.accept,
-            "population_accept": population_accept,
-            "group_rho": state.rho,
-            "group_chi": state.chi,
+            "population_accept": info.population_accept,
+            "group_rho": params.rho,
+            "group_chi": info.chi.chi,
         }  # fmt: skip

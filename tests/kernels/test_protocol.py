@@ -15,6 +15,7 @@ from pymc_minibatch.kernels.exact_mh import ExactModel, Params
 from pymc_minibatch.kernels.mint import MintConfig
 from pymc_minibatch.kernels.tuna import single_group, tuna_rule
 from tests.kernels.test_flymc import tiny_logistic
+from tests.kernels.test_group_sweep import tiny_sweep
 from tests.kernels.test_mint import N_ROWS, UNTEMPERED, _recording_target
 from tests.kernels.test_particle_kernel import START, minibatch, settings
 from tests.kernels.test_sg_chain import SGMGT, _chain, _settings
@@ -49,6 +50,12 @@ def _flymc(module, rng):
     return state, (target, 0.2, 1.5)
 
 
+def _group_sweep(module, rng):
+    """The sweep on a small hierarchical model, drawing rows, while tuning and searching
+    (every draw of the generator a sweep can make)."""
+    return tiny_sweep(c=0.5, residual=0.5, tune=True, search=True)
+
+
 def _mint(module, rng):
     config = MintConfig(UNTEMPERED, N_ROWS, N_ROWS // 2, "sgld", temper_prior=False)
     target = _recording_target([])
@@ -74,8 +81,8 @@ def _particles(module, rng):
 
 #: For each kernel module: ``(module, rng) -> (state, the step's arguments after it)`` on a
 #: small problem.
-EXAMPLES = {"exact_mh": _exact_mh, "flymc": _flymc, "mint": _mint, "particles": _particles,
-            "sg_chain": _sg_chain}
+EXAMPLES = {"exact_mh": _exact_mh, "flymc": _flymc, "group_sweep": _group_sweep, "mint": _mint,
+            "particles": _particles, "sg_chain": _sg_chain}
 
 
 def _module(name):
