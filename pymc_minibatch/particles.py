@@ -36,10 +36,13 @@ from pymc_minibatch.particle_settings import (
     CHECK_ROWS_PER_GROUP,
     DEFAULT_BANDWIDTH_SCALE,
     DEFAULT_BATCH_SIZE,
+    DEFAULT_PARTICLES,
     DEFAULT_STEP_SIZE,
     DOCUMENTED_SD_RATIO,
     GROUP_MOMENTUM,
+    GROUP_PARTICLES,
     KERNELS,
+    MANY_GROUPS,
     MEASURED_SD_RATIO,
     MOMENTUM_FRACTION,
     NOISE_BUDGET,
@@ -52,6 +55,7 @@ from pymc_minibatch.particle_settings import (
     default_schedule,
     initial_particles,
     momentum_beta,
+    particle_count,
     warn_if_far,
     warn_if_unsettled,
 )
@@ -71,10 +75,13 @@ __all__ = [
     "COORDINATE_BANDWIDTH_EVERY",
     "DEFAULT_BANDWIDTH_SCALE",
     "DEFAULT_BATCH_SIZE",
+    "DEFAULT_PARTICLES",
     "DEFAULT_STEP_SIZE",
     "DOCUMENTED_SD_RATIO",
     "GROUP_MOMENTUM",
+    "GROUP_PARTICLES",
     "KERNELS",
+    "MANY_GROUPS",
     "MEASURED_SD_RATIO",
     "METHODS",
     "MOMENTUM_FRACTION",
@@ -94,7 +101,7 @@ HISTORY = ("step_size", "bandwidth", "mean_grad_norm", "mean_velocity_norm", "sp
 def sample_particles(
     method="svgd",
     *,
-    n_particles=100,
+    n_particles="auto",
     n_steps=1000,
     batch_size=None,
     step_size=None,
@@ -138,17 +145,16 @@ def sample_particles(
     Parameters
     ----------
     method : {"svgd", "wsgld", "wsgld_blob", "pisgld"}, default "svgd"
-    n_particles : int, default 100
+    n_particles : int or "auto", default "auto"
         Number of particles ``M`` (at least 2). Each step costs ``M`` gradient calls on
-        ``batch_size`` rows plus ``O(M^2 d)`` for the interactions. The default is 100
-        rather than 200: on the problem of ``MEASURED_SD_RATIO`` (whose figures are at this
-        default) 200 particles take about twice as long and widen the sds by only 0.013
+        ``batch_size`` rows plus ``O(M^2 d)`` for the interactions. ``"auto"``:
+        ``DEFAULT_PARTICLES`` (100), and for SVGD on a hierarchical model of at least
+        ``MANY_GROUPS`` (500) groups ``GROUP_PARTICLES`` (200), where 100 particles leave a
+        group scale low by more than 0.1 posterior sd (measured in ``GROUP_PARTICLES``).
+        100 rather than 200 elsewhere: on the problem of ``MEASURED_SD_RATIO`` (whose figures
+        are at 100) 200 particles take about twice as long and widen the sds by only 0.013
         (SVGD) to 0.027 (w-SGLD-B, pi-SGLD) of the posterior's. With many groups the kernel
-        per coordinate (see ``kernel``) dominates the cost, which grows as ``M^2``: on the
-        1000-group model of ``benchmarks/particle_momentum.py``, 3000 steps took 144.5-164.8
-        s with 100 particles and 555.3 s with 200 (without the kernel's linear part, which
-        does more for the group scale than 200 particles did: 0.134 posterior sd low with
-        200 particles, 0.316 with 100, 0.120 with 100 and the linear part).
+        per coordinate (see ``kernel``) dominates the cost, which grows as ``M^2``.
     n_steps : int, default 1000
     batch_size : int, optional
         Rows per step; default ``min(N, 1000)``.
@@ -320,6 +326,7 @@ def sample_particles(
     centring = recentring(model)  # non-centred group effects move centred, as in pm.sample
     minibatch_model = MinibatchModel(model if centring is None else centring.model, data=data,
                                      progressbar=progressbar)  # fmt: skip
+    n_particles = particle_count(n_particles, method, minibatch_model)
     settings["kernel"] = chosen_kernel(kernel, method, n_particles, minibatch_model.ndim)
     if bandwidth_scale is None and settings["kernel"] == "coordinates":
         settings["bandwidth_scale"] = 1.0

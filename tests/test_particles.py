@@ -128,6 +128,7 @@ def test_default_schedule_decays_to_the_noise_budget(model):
         ({"n_particles": "many"}, ValueError, "n_particles"),
         ({"n_particles": True}, ValueError, "n_particles"),
         ({"n_particles": 10.0}, ValueError, "n_particles"),
+        ({"n_particles": "many"}, ValueError, "at least 2 or 'auto'"),
         ({"n_steps": 0}, ValueError, "n_steps"),
         ({"batch_size": 0}, ValueError, "batch_size"),
         ({"batch_size": 301}, ValueError, "batch_size"),
@@ -184,6 +185,29 @@ def test_hierarchical_models_get_momentum_and_a_longer_check(model):
     assert check_batches(hierarchical, 100) == pmm.particles.CHECK_BATCHES
     assert check_batches(hierarchical, 300) == 1
     assert check_batches(model, 10) == pmm.particles.CHECK_BATCHES
+
+
+def test_svgd_takes_more_particles_by_default_on_many_groups(model):
+    """``n_particles="auto"``: ``GROUP_PARTICLES`` for SVGD from ``MANY_GROUPS`` groups on,
+    ``DEFAULT_PARTICLES`` otherwise (and for the other methods); a count is used as is."""
+    many = pmm.particles.MANY_GROUPS
+    groups = np.arange(2 * many) % many
+    with pm.Model() as many_groups:
+        a = pm.Normal("a", 0.0, 1.0, shape=many)
+        pm.Normal("y", a[groups], 1.0, observed=np.zeros(2 * many))
+    with pm.Model() as fewer_groups:
+        a = pm.Normal("a", 0.0, 1.0, shape=many - 1)
+        pm.Normal("y", a[groups % (many - 1)], 1.0, observed=np.zeros(2 * many))
+    count = pmm.particle_settings.particle_count
+    with_many = pmm.MinibatchModel(many_groups)
+    assert count("auto", "svgd", with_many) == pmm.particles.GROUP_PARTICLES == 200
+    assert count("auto", "wsgld_blob", with_many) == pmm.particles.DEFAULT_PARTICLES == 100
+    assert count("auto", "svgd", pmm.MinibatchModel(fewer_groups)) == 100
+    assert count(30, "svgd", with_many) == 30
+    idata = pmm.sample_particles("svgd", model=model, random_seed=0,
+                                 **{**QUICK, "n_particles": "auto"})  # fmt: skip
+    assert posterior(idata).attrs["n_particles"] == 100
+    assert posterior(idata).sizes["draw"] == 100
 
 
 def test_momentum_moves_the_particles_and_is_reproducible(model):

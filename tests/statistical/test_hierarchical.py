@@ -11,11 +11,12 @@ Bonferroni quantile for a family-wise error of 0.001 over the scalars if larger:
 SGLD's default step keeps its bias near 2.5% in sd (:class:`pymc_minibatch.SGLD`), inside
 the 10%; its batches are stratified by group (:mod:`pymc_minibatch.kernels.strata`).
 
-SVGD's 100 particles are independent draws at best: each mean is held within ``Z`` of its
-standard error (``sd / sqrt(100)`` combined with the reference's), each sd within 15% plus
-``Z`` standard errors; and the answer check must stay quiet, while it reports the collapse
-of the joint kernel on the same model. SVGD is held so on
-``intercepts_logistic_G1000_centred`` too (1000 groups, 1006 parameters).
+SVGD's ``M`` particles (100 at its defaults here) are independent draws at best: each
+mean is held within ``Z`` of its standard error (``sd / sqrt(M)`` combined with the
+reference's), each sd within 15% plus ``Z`` standard errors; and the answer check must stay
+quiet, while it reports the collapse of the joint kernel on the same model. SVGD is held so
+on ``intercepts_logistic_G1000_centred`` too (1000 groups, 1006 parameters, where its
+defaults take 200 particles: ``pmm.particles.GROUP_PARTICLES``).
 
 Marked ``slow`` (about 30 s each: the setup, then 2 x 6000 steps or 1000 particle steps;
 SVGD on 1000 groups about 4 minutes).
@@ -82,8 +83,10 @@ def test_svgd_defaults_match_nuts_on_a_varying_intercept_model(name):
         warnings.simplefilter("error", pmm.AnswerCheckWarning)
         idata = _svgd("auto", name)
     attrs = idata["posterior"].attrs
-    assert attrs["kernel"] == "coordinates"  # more coordinates than the 100 particles
+    assert attrs["kernel"] == "coordinates"  # more coordinates than the particles
     assert attrs["momentum"] == pmm.particles.GROUP_MOMENTUM
+    expected = pmm.particles.GROUP_PARTICLES if "G1000" in name else 100  # MANY_GROUPS
+    assert attrs["n_particles"] == expected
     reference = hierarchical_reference(name)
     draws = scalar_draws(idata)
     limit = z_limit(len(reference))
