@@ -19,7 +19,7 @@ on ``intercepts_logistic_G1000_centred`` too (1000 groups, 1006 parameters, wher
 defaults take 200 particles: ``pmm.particles.GROUP_PARTICLES``).
 
 Marked ``slow`` (about 30 s each: the setup, then 2 x 6000 steps or 1000 particle steps;
-SVGD on 1000 groups about 4 minutes).
+SVGD on 1000 groups, with 200 particles, about 2 minutes).
 The other models of the zoo are in ``test_hierarchical_forms.py``.
 """
 
