@@ -184,7 +184,15 @@ def group_chi_update(state: GroupChiTuning, metrics, group_totals) -> GroupChiTu
 
 
 class ShiftTuning(NamedTuple):
-    """A running mean over the tuning steps (the shift of a conditional pCN move's mean)."""
+    """A running mean over the tuning steps: the shift of the mean of TunaMH's shared move
+    (:mod:`pymc_minibatch.kernels.group_sweep`), the shared parameters' gap to the Laplace
+    approximation's conditional mean given the rest.
+
+    That mean is linear in the other parameters; a noise scale's conditional mean is not (it
+    follows the residuals' sum of squares), and the second-order terms of a thousand groups
+    add up to a gap of several of its conditional sds that is nearly constant along the
+    chain. Frozen after tuning, the shift is a constant of the proposal, which stays
+    reversible for its Gaussian."""
 
     shift: np.ndarray
     count: int
