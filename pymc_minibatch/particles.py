@@ -189,9 +189,11 @@ def sample_particles(
         per coordinate has a linear part that restores the particles' variance in each
         coordinate
         (:func:`~pymc_minibatch.kernels.particle_velocities.linear_svgd_velocity`, applied
-        outside the momentum). ``tests/statistical/test_hierarchical.py`` holds it,
-        with its default momentum, to NUTS with 106 and 1006 parameters. The other methods
-        use the joint kernel.
+        outside the momentum), and on a hierarchical model a part that lets the groups'
+        spread follow the shared coordinates, as a group scale's posterior needs
+        (:func:`~pymc_minibatch.kernels.particle_velocities.group_spread_velocity`).
+        ``tests/statistical/test_hierarchical.py`` holds it, with its default momentum, to
+        NUTS with 106, 207 and 1006 parameters. The other methods use the joint kernel.
     wasserstein_weight : float, optional
         Weight ``gamma`` of the Wasserstein term: default ``1 / M`` for w-SGLD, 0 for
         pi-SGLD. Formerly ``gamma``, still accepted with a ``FutureWarning``.
@@ -355,6 +357,7 @@ def sample_particles(
         preconditioner, n_data, batch_size, wasserstein_weight=settings["wasserstein_weight"],
         entropic_reg=settings["entropic_reg"], adagrad=bool(adagrad), momentum=beta,
         momentum_steps=int(MOMENTUM_FRACTION * n_steps) if beta else 0,
+        groups=_groups(preconditioner) if settings["kernel"] == "coordinates" else None,
     )  # fmt: skip
     state, logp, history, drifts, rates = _run(
         rng, particle_kernel.init(thetas, preconditioner), estimate, run, n_steps, progressbar,
@@ -395,6 +398,15 @@ def sample_particles(
     if method in ("wsgld", "pisgld"):
         attrs["wasserstein_weight"] = settings["wasserstein_weight"]
     return draws_to_result(minibatch_model, thetas, sample_stats=stats, attrs=attrs)
+
+
+def _groups(preconditioner):
+    """``(shared, local)`` coordinates of a preconditioner that whitens a hierarchical
+    model's curvature group by group (an arrowhead factor with groups), else ``None``."""
+    local = getattr(preconditioner, "local", None)
+    if local is None or not np.size(local):
+        return None
+    return np.asarray(preconditioner.shared), np.ravel(local)
 
 
 def _run(rng, state, estimate, settings, n_steps, progressbar, coordinate_names):

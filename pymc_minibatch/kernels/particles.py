@@ -25,6 +25,7 @@ from pymc_minibatch.kernels.particle_velocities import (
     blob_velocity,
     coordinate_bandwidths,
     coordinate_svgd_velocity,
+    group_spread_velocity,
     linear_svgd_velocity,
     median_bandwidth,
     pisgld_velocity,
@@ -74,6 +75,10 @@ class ParticleSettings(NamedTuple):
     momentum: float = 0.0
     """The heavy ball's ``beta``, over the first ``momentum_steps`` steps."""
     momentum_steps: int = 0
+    groups: tuple[np.ndarray, np.ndarray] | None = None
+    """``(shared, local)`` coordinates of a hierarchical model (``kernel="coordinates"``:
+    the groups' spread follows the shared coordinates, :func:`group_spread_velocity`), or
+    ``None``."""
 
 
 class ParticleState(NamedTuple):
@@ -166,14 +171,16 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
     """One step of all particles.
 
     The velocity ``v`` of ``settings.method`` (:func:`svgd_velocity` with Liu & Wang's
-    2016 kernel, or :func:`coordinate_svgd_velocity` plus :func:`linear_svgd_velocity`;
+    2016 kernel, or :func:`coordinate_svgd_velocity` plus :func:`linear_svgd_velocity`,
+    and :func:`group_spread_velocity` when ``settings.groups`` is set;
     :func:`wasserstein_velocity`, :func:`blob_velocity` or :func:`pisgld_velocity` of Chen
     et al. 2018), divided by AdaGrad's root mean square if set, moves the particles by
     ``step_size * v``, or during the first ``momentum_steps`` by ``step_size * m`` with
-    ``m = beta m + v``. The linear part of the per-coordinate kernel is added outside the
-    heavy ball. When the log density or a gradient is not finite, the particles are not
-    moved; when they move more than ``sg_chain.RUNAWAY_DISTANCE`` preconditioned units from the
-    start, the state is the one reached. Either is reported in ``divergence``.
+    ``m = beta m + v``. The linear and group-spread parts of the per-coordinate kernel are
+    added outside the heavy ball. When the log density or a gradient is not finite, the
+    particles are not moved; when they move more than ``sg_chain.RUNAWAY_DISTANCE``
+    preconditioned units from the start, the state is the one reached. Either is reported
+    in ``divergence``.
 
     Parameters
     ----------
@@ -217,9 +224,11 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
         carried = settings.momentum * carried + velocity
         move = carried
     if settings.kernel == "coordinates":
-        # the moment-matching part, outside the heavy ball, which would amplify its pull on
+        # the moment-matching parts, outside the heavy ball, which would amplify their pull on
         # a coordinate whose particles are close together
         linear = linear_svgd_velocity(z, grads_z)
+        if settings.groups is not None:
+            linear = linear + group_spread_velocity(z, grads_z, *settings.groups)
         move, velocity = move + linear, velocity + linear
     moved = z + step_size * move
     state = state._replace(position=moved, previous=z, momentum=carried, squares=squares,

@@ -16,7 +16,9 @@ mean is held within ``Z`` of its standard error (``sd / sqrt(M)`` combined with 
 reference's), each sd within 15% plus ``Z`` standard errors; and the answer check must stay
 quiet, while it reports the collapse of the joint kernel on the same model. SVGD is held so
 on ``intercepts_logistic_G1000_centred`` too (1000 groups, 1006 parameters, where its
-defaults take 200 particles: ``pmm.particles.GROUP_PARTICLES``).
+defaults take 200 particles: ``pmm.particles.GROUP_PARTICLES``) and on
+``slopes_normal_G100_centred`` (a Normal likelihood, 100 groups with an intercept and a
+slope each, 207 parameters).
 
 Marked ``slow`` (about 30 s each: the setup, then 2 x 6000 steps or 1000 particle steps;
 SVGD on 1000 groups, with 200 particles, about 2 minutes).
@@ -73,8 +75,10 @@ def _svgd(kernel, name=MODEL):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [MODEL, "intercepts_logistic_G1000_centred"])
-def test_svgd_defaults_match_nuts_on_a_varying_intercept_model(name):
+@pytest.mark.parametrize(
+    "name", [MODEL, "intercepts_logistic_G1000_centred", "slopes_normal_G100_centred"]
+)
+def test_svgd_defaults_match_nuts_on_hierarchical_models(name):
     """With 1000 groups the group scale starts several sds low (the joint mode) and relaxes
     slowly with the spread of the small groups' effects: the default momentum carries it
     (``pmm.particles.GROUP_MOMENTUM``), and the answer check's batches hold enough rows of
