@@ -5,19 +5,21 @@ groups, 5% of them empty and 10% with fewer than ten rows), both centred:
 ``intercepts_logistic_G1000_centred`` (1006 parameters, the group scale ``tau``) and
 ``slopes_normal_G1000_centred`` (2007 parameters, the group scales ``tau_a`` and ``tau_b``).
 ``pmm.sample_particles("svgd")`` runs at its defaults, whose ``n_particles="auto"`` takes
-``pmm.particles.GROUP_PARTICLES`` (200) particles on these models, and with 100 particles
-(``pmm.particles.DEFAULT_PARTICLES``, the default elsewhere), at seeds 7, 8 and 9, one
-core each.
+``pmm.particles.GROUP_PARTICLES`` (200) particles on these models; with 100 particles
+(``pmm.particles.DEFAULT_PARTICLES``, the default elsewhere); and at its defaults without
+the part of the kernel that lets the groups' spread follow the shared coordinates
+(``group_spread_velocity`` in ``pymc_minibatch/kernels/particle_velocities.py``, its weight
+``GROUP_SPREAD_WEIGHT`` set to 0); at seeds 7, 8 and 9, one core each.
 
 Per run: seconds, each group scale's signed mean error in NUTS posterior sds (the stored
 reference), and for each family of scalars (``a``, ``b``: the group effects; ``beta``,
 ``mu``...) the mean over its scalars of the particles' sd / NUTS's sd, where the Monte
 Carlo error of ``M`` particles (about ``1 / sqrt(2 M)`` per scalar) averages out; and
-whether the answer check warned. Then, per particle count, each group scale's mean error
-over the seeds with its standard error: a bias that one run's error, of the order of
-``1 / sqrt(M)`` posterior sd, cannot show.
+whether the answer check warned. Then, per setting, each group scale's mean error and sd
+ratio over the seeds with their standard errors: a bias that one run's error, of the order
+of ``1 / sqrt(M)`` posterior sd, cannot show.
 
-Run: ``python benchmarks/particle_defaults.py`` (about a quarter of an hour on 2 cores).
+Run: ``python benchmarks/particle_defaults.py`` (about 45 minutes of one core, 25 on 2).
 Writes ``--json`` (by default ``benchmarks/results/particle_defaults.json``, with the
 machine, versions and command).
 """
@@ -38,17 +40,25 @@ from hierarchical import summarise  # noqa: E402
 from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
+from pymc_minibatch.kernels import particle_velocities  # noqa: E402
 from tests.support.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
 
 #: Each model's group scales.
 SCALES = {"intercepts_logistic_G1000_centred": ("tau",),
           "slopes_normal_G1000_centred": ("tau_a", "tau_b")}  # fmt: skip
 SEEDS = (7, 8, 9)
-#: The particle counts compared: the defaults' ("auto") and 100.
-COUNTS = ("auto", 100)
+#: The settings compared: ``(n_particles, with the group-spread part of the kernel)``.
+VARIANTS = (("auto", True), (100, True), ("auto", False))
+DEFAULT_GROUP_SPREAD_WEIGHT = particle_velocities.GROUP_SPREAD_WEIGHT
 
 
-def _row(name, n_particles, seed):
+def _variant(n_particles, group_spread):
+    return f"{n_particles}" + ("" if group_spread else ", no group spread")
+
+
+def _row(name, n_particles, group_spread, seed):
+    # set for every run: a worker process runs several
+    particle_velocities.GROUP_SPREAD_WEIGHT = DEFAULT_GROUP_SPREAD_WEIGHT if group_spread else 0.0
     model = HIERARCHICAL_ZOO[name].build()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -64,7 +74,8 @@ def _row(name, n_particles, seed):
     for label, ref in reference.items():
         families[label.split("[")[0]].append(summary[label]["sd"] / ref["sd"])
     return {"model": name, "n_particles": int(idata["posterior"].attrs["n_particles"]),
-            "requested": n_particles, "seed": seed, "seconds": seconds,
+            "requested": n_particles, "group_spread": group_spread,
+            "variant": _variant(n_particles, group_spread), "seed": seed, "seconds": seconds,
             "scale_errors_sd": scales,
             "sd_ratio_by_family": {family: float(np.mean(ratios))
                                    for family, ratios in families.items()},
@@ -73,18 +84,23 @@ def _row(name, n_particles, seed):
 
 
 def seed_averages(rows):
-    """``{(model, requested): {scale: (mean error, its standard error)}}`` over the seeds."""
+    """``{(model, variant): {scale: {"error" | "sd_ratio": (mean, its standard error)}}}``
+    over the seeds."""
     grouped = collections.defaultdict(list)
     for row in rows:
-        grouped[row["model"], str(row["requested"])].append(row["scale_errors_sd"])
+        grouped[row["model"], row["variant"]].append(row)
     averages = {}
     for key, runs in grouped.items():
         averages[key] = {}
-        for label in runs[0]:
-            errors = np.array([run[label] for run in runs])
-            averages[key][label] = (float(errors.mean()),
-                                    float(errors.std(ddof=1) / np.sqrt(errors.size)))  # fmt: skip
+        for label in runs[0]["scale_errors_sd"]:
+            errors = np.array([run["scale_errors_sd"][label] for run in runs])
+            ratios = np.array([run["sd_ratio_by_family"][label] for run in runs])
+            averages[key][label] = {"error": _mean_and_se(errors), "sd_ratio": _mean_and_se(ratios)}
     return averages
+
+
+def _mean_and_se(values):
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
 
 
 def main():
@@ -92,31 +108,36 @@ def main():
     parser.add_argument("--json", default=str(RESULTS / "particle_defaults.json"))
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one core each")
     args = parser.parse_args()
-    chosen = [(name, count, seed) for name in SCALES for count in COUNTS for seed in SEEDS]
+    chosen = [(name, *variant, seed) for name in SCALES for variant in VARIANTS for seed in SEEDS]
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         futures = {settings: pool.submit(_row, *settings) for settings in chosen}
         rows = [futures[settings].result() for settings in chosen]
-    print(f"{'model':10s} {'M':>4s} {'seed':>4s} {'s':>6s} warned  scale errors; "
+    print(f"{'model':10s} {'M':>4s} spread {'seed':>4s} {'s':>6s} warned  scale errors; "
           "mean sd ratio by family")
     for row in rows:
         scales = ", ".join(f"{label} {error:+.3f}"
                            for label, error in row["scale_errors_sd"].items())  # fmt: skip
         ratios = ", ".join(f"{family} {ratio:.3f}"
                            for family, ratio in row["sd_ratio_by_family"].items())  # fmt: skip
-        print(f"{row['model'].split('_')[0]:10s} {row['n_particles']:4d} {row['seed']:4d} "
+        print(f"{row['model'].split('_')[0]:10s} {row['n_particles']:4d} "
+              f"{str(row['group_spread']):6s} {row['seed']:4d} "
               f"{row['seconds']:6.1f} {str(row['answer_check_warned']):6s}  {scales}; "
               f"{ratios}")  # fmt: skip
     averages = seed_averages(rows)
-    print("\nmean error over the seeds (standard error), posterior sds")
-    for (name, requested), scales in averages.items():
-        text = ", ".join(f"{label} {mean:+.3f} ({se:.3f})" for label, (mean, se) in scales.items())
-        print(f"{name.split('_')[0]:10s} n_particles={requested:>4s}  {text}")
+    print("\nover the seeds (standard error): mean error in posterior sds; sd / posterior sd")
+    for (name, variant), scales in averages.items():
+        text = ", ".join(f"{label} {v['error'][0]:+.3f} ({v['error'][1]:.3f}); "
+                         f"{v['sd_ratio'][0]:.3f} ({v['sd_ratio'][1]:.3f})"
+                         for label, v in scales.items())  # fmt: skip
+        print(f"{name.split('_')[0]:10s} n_particles={variant:22s}  {text}")
     write_results(args.json, {
         "models": list(SCALES), "environment": environment(), "runs": rows,
-        "seed_averages": [{"model": name, "requested": requested,
-                           "scale_errors_sd": {label: {"mean": mean, "se": se}
-                                               for label, (mean, se) in scales.items()}}
-                          for (name, requested), scales in averages.items()],
+        "seed_averages": [
+            {"model": name, "variant": variant,
+             **{key: {label: {"mean": v[field][0], "se": v[field][1]}
+                      for label, v in scales.items()}
+                for key, field in (("scale_errors_sd", "error"), ("sd_ratio", "sd_ratio"))}}
+            for (name, variant), scales in averages.items()],
     })  # fmt: skip
     print(f"wrote {args.json}")
 

@@ -101,9 +101,9 @@ There the kernel per coordinate leaves a group scale low by a bias that shrinks 
 particles, while the group effects' sds come out right on average (their sd ratios to
 NUTS's average 0.990-0.998 over the groups). On the hierarchical zoo's two 1000-group
 models (10^5 rows; ``benchmarks/particle_defaults.py``, seeds 7, 8 and 9) the group
-scale's mean came 0.127 posterior sd low on average with 100 particles (standard error
-0.018 over the seeds) and 0.067 (0.007) with 200 on the varying intercepts; ``tau_b`` of
-the varying slopes 0.128 (0.012) and 0.066 (0.007). 200 particles cost about three times
+scale's mean came 0.144 posterior sd low on average with 100 particles (standard error
+0.018 over the seeds) and 0.066 (0.006) with 200 on the varying intercepts; ``tau_b`` of
+the varying slopes 0.188 (0.013) and 0.093 (0.007). 200 particles cost about three times
 as much (the interactions grow as ``M^2``) and bring the group scales within the 0.1 sd
 the SG-MCMC presets reach."""
 
@@ -137,6 +137,17 @@ mode of rate ``lambda`` (its velocity ``-lambda`` times its offset) the heavy ba
 by ``sqrt(beta)`` per step (within tens of steps at 0.95) when ``lambda`` exceeds
 ``(1 - sqrt(beta))^2 / step_size``, and ``1 / (1 - beta)`` times as fast as plain steps
 below. It does not move the fixed points (a zero velocity keeps a zero momentum)."""
+
+MOMENTUM_NOISE_LIMIT = 100
+"""The largest ``N / B - 1`` (rows over batch rows, less one) at which ``momentum="auto"``
+gives SVGD ``GROUP_MOMENTUM``; beyond it, plain steps.
+
+The heavy ball carries the minibatch gradients' noise ``1 / (1 - beta)`` times as far as
+their drift. At 99 (the zoo's 10^5 rows, batches of 1000) it was measured above; at 999
+(the 1000-group model of ``benchmarks/hierarchical.py`` on 10^6 rows,
+``benchmarks/particle_tall.py``) the particles ran away with it, to a root mean variance of
+7.185 preconditioned units and a group scale of 7.040, where plain steps kept them at 1.032
+and 0.785, and the answer check warned of a group's sd 23 times the posterior's."""
 
 MOMENTUM_FRACTION = 0.8
 """Share of the steps that carry momentum; the rest are plain steps, over which the
@@ -231,12 +242,15 @@ def checked_settings(method, n_particles, n_steps, bandwidth_scale, wasserstein_
     return settings
 
 
-def momentum_beta(momentum, method, minibatch_model=None, fit=None):
-    """The heavy ball's ``beta``: ``momentum`` checked, or the default of ``"auto"`` (0
-    without a Laplace fit, which finds the model's groups)."""
+def momentum_beta(momentum, method, minibatch_model=None, fit=None, batch_size=None):
+    """The heavy ball's ``beta``: ``momentum`` checked, or the default of ``"auto"``:
+    ``GROUP_MOMENTUM`` for SVGD on a hierarchical model whose batches hold at least one row
+    in ``MOMENTUM_NOISE_LIMIT + 1``, else 0 (also without a Laplace fit, which finds the
+    model's groups)."""
     if isinstance(momentum, str) and momentum == "auto":
         hierarchical = fit is not None and minibatch_model.structure().n_groups > 0
-        return GROUP_MOMENTUM if method == "svgd" and hierarchical else 0.0
+        quiet = hierarchical and minibatch_model.n_data / batch_size - 1 <= MOMENTUM_NOISE_LIMIT
+        return GROUP_MOMENTUM if method == "svgd" and quiet else 0.0
     if isinstance(momentum, bool) or not (
         isinstance(momentum, int | float | np.number) and 0 <= momentum < 1
     ):

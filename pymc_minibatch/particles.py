@@ -45,6 +45,7 @@ from pymc_minibatch.particle_settings import (
     MANY_GROUPS,
     MEASURED_SD_RATIO,
     MOMENTUM_FRACTION,
+    MOMENTUM_NOISE_LIMIT,
     NOISE_BUDGET,
     SETTLED_DRIFT,
     SETTLED_RATE,
@@ -85,6 +86,7 @@ __all__ = [
     "MEASURED_SD_RATIO",
     "METHODS",
     "MOMENTUM_FRACTION",
+    "MOMENTUM_NOISE_LIMIT",
     "NOISE_BUDGET",
     "RUNAWAY_DISTANCE",
     "SETTLED_DRIFT",
@@ -209,8 +211,10 @@ def sample_particles(
         ``MOMENTUM_FRACTION``). It speeds up slow directions without moving the fixed
         points. ``"auto"``: ``GROUP_MOMENTUM`` (0.95) for SVGD on a hierarchical model
         (rows that touch one group's parameters each, as the Laplace fit finds them),
-        whose group scale relaxes slowly from the Laplace start, else 0 (also when no fit
-        is made: ``precondition=False``, another ``init`` and no control variates).
+        whose group scale relaxes slowly from the Laplace start, if each batch holds at
+        least one row in 101 (``MOMENTUM_NOISE_LIMIT``: with noisier gradients the heavy
+        ball carried the particles away on 10^6 rows), else 0 (also when no fit is made:
+        ``precondition=False``, another ``init`` and no control variates).
     precondition : bool, default True
         Run in ``z`` with ``theta = L z``, where ``L`` whitens the curvature of the log
         posterior at the mode (the Cholesky factor of the exact full-data curvature, block
@@ -350,7 +354,7 @@ def sample_particles(
     preconditioner = (
         fit.preconditioner if precondition else identity_preconditioner(minibatch_model.ndim)
     )
-    beta = momentum_beta(momentum, method, minibatch_model, fit)  # checked above
+    beta = momentum_beta(momentum, method, minibatch_model, fit, batch_size)  # checked above
     run = particle_kernel.ParticleSettings(
         method, settings["kernel"], settings["bandwidth_scale"],
         default_schedule(n_steps, noise_ratio) if step_size is None else as_schedule(step_size),

@@ -158,7 +158,8 @@ def test_bad_arguments_are_refused(model, kwargs, error, match):
 
 def test_hierarchical_models_get_momentum_and_a_longer_check(model):
     """``momentum="auto"``: the heavy ball for SVGD when rows touch one group's parameters
-    each (``GROUP_MOMENTUM``), plain steps otherwise; a given value is used as is. The
+    each (``GROUP_MOMENTUM``) and a batch holds at least one row in
+    ``MOMENTUM_NOISE_LIMIT + 1``, plain steps otherwise; a given value is used as is. The
     answer check there averages enough batches for ``CHECK_ROWS_PER_GROUP`` rows per group,
     ``CHECK_BATCHES`` elsewhere, one when a batch holds every row."""
     groups = np.arange(300) % 6
@@ -172,6 +173,10 @@ def test_hierarchical_models_get_momentum_and_a_longer_check(model):
         return posterior(idata).attrs["momentum"]
 
     assert momentum("svgd", hierarchical) == pmm.particles.GROUP_MOMENTUM
+    limit = pmm.particles.MOMENTUM_NOISE_LIMIT
+    assert 300 / 3 - 1 <= limit < 300 / 2 - 1  # batches of 3 rows keep it, of 2 not
+    assert momentum("svgd", hierarchical, batch_size=3) == pmm.particles.GROUP_MOMENTUM
+    assert momentum("svgd", hierarchical, batch_size=2) == 0.0
     assert momentum("wsgld_blob", hierarchical) == 0.0
     assert momentum("svgd", model) == 0.0
     assert momentum("svgd", model, momentum=0.5) == 0.5
