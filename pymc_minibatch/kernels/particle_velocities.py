@@ -128,9 +128,7 @@ def linear_svgd_velocity(theta, grads, weight=None):
     settled 0.3 posterior sd low.
     """
     weight = LINEAR_WEIGHT if weight is None else weight
-    centred = theta - theta.mean(axis=0)
-    variances = np.mean(centred**2, axis=0)
-    variances = np.where(variances > 0, variances, 1.0)
+    centred, variances = _centred(theta)
     return weight * (
         grads.mean(axis=0) + centred / variances * (np.mean(centred * grads, axis=0) + 1.0)
     )
@@ -180,19 +178,20 @@ def group_spread_velocity(theta, grads, shared, local, weight=None):
     velocity = np.zeros_like(theta)
     if not (shared.size and local.size):
         return velocity
-    standardised = _standardised(theta[:, shared])
-    centred = theta[:, local] - theta[:, local].mean(axis=0)
-    variances = np.mean(centred**2, axis=0)
-    variances = np.where(variances > 0, variances, 1.0)
+    shared_centred, shared_variances = _centred(theta[:, shared])
+    standardised = shared_centred / np.sqrt(shared_variances)
+    centred, variances = _centred(theta[:, local])
     moments = standardised.T @ (centred * grads[:, local] + 1.0) / theta.shape[0]  # (S, local)
     velocity[:, local] = weight * centred / variances * (standardised @ moments)
     return velocity
 
 
-def _standardised(values):
+def _centred(values):
+    """``values`` less their mean over the particles, and their variance per column (1 where
+    the particles coincide, so that dividing by it is safe)."""
     centred = values - values.mean(axis=0)
-    sds = np.sqrt(np.mean(centred**2, axis=0))
-    return centred / np.where(sds > 0, sds, 1.0)
+    variances = np.mean(centred**2, axis=0)
+    return centred, np.where(variances > 0, variances, 1.0)
 
 
 def _column_chunks(n, d):
