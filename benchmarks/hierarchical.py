@@ -17,9 +17,11 @@ Samplers, one after the other in this process, each on one core and 2 chains:
 - ``tunamh_unblocked``: the same with ``group_moves=False`` (every parameter moved at once,
   the default before group moves);
 - ``sgld``: ``pmm.SGLD(batch_size=1000)`` at its defaults (stratified batches), the same;
+- ``sghmc``: ``pmm.SGHMC(batch_size=1000)``, likewise (the preset the docs recommend on
+  many groups);
 - ``svgd``: ``pmm.sample_particles("svgd")`` at its defaults (its particles are the draws:
   no ESS; one kernel per coordinate here, as the model has more coordinates than
-  particles);
+  particles; batches stratified by group);
 - ``svgd_joint``: the same with the joint RBF kernel (``kernel="joint"``), the default
   before the per-coordinate kernel, whose particles collapse in this dimension.
 
@@ -46,9 +48,11 @@ by side on a 2-core machine (``pip install -e ".[bench]"`` installs nutpie)::
         --samplers nutpie tunamh tunamh_unblocked sgld svgd svgd_joint \
         --json benchmarks/results/hierarchical_N1e5_G1000.json
     python benchmarks/hierarchical.py --rows 1000000 --groups 100 --nuts-draws 500 \
-        --samplers nutpie tunamh sgld svgd --json benchmarks/results/hierarchical_N1e6_G100.json
+        --samplers nutpie tunamh sgld sghmc svgd \
+        --json benchmarks/results/hierarchical_N1e6_G100.json
     python benchmarks/hierarchical.py --rows 1000000 --groups 1000 --nuts-draws 500 \
-        --samplers nutpie tunamh sgld svgd --json benchmarks/results/hierarchical_N1e6_G1000.json
+        --samplers nutpie tunamh sgld sghmc svgd \
+        --json benchmarks/results/hierarchical_N1e6_G1000.json
 
 The results record the machine (CPU model, cores), the versions and the command.
 
@@ -81,7 +85,9 @@ from tests.support.mcse import ess, mcse_mean  # noqa: E402
 from tests.support.zoo import scalar_draws  # noqa: E402
 from tests.support.zoo_hierarchical import intercepts_logistic  # noqa: E402
 
-SAMPLERS = ("nuts", "nutpie", "tunamh", "tunamh_unblocked", "sgld", "svgd", "svgd_joint")
+SAMPLERS = ("nuts", "nutpie", "tunamh", "tunamh_unblocked", "sgld", "sghmc", "svgd",
+            "svgd_joint")
+SG_PRESETS = {"sgld": pmm.SGLD, "sghmc": pmm.SGHMC}
 PARTICLES = {"svgd": "auto", "svgd_joint": "joint"}
 MINIBATCH_DRAWS, TUNE, CHAINS, SEED = 5000, 1000, 2, 1
 
@@ -119,7 +125,8 @@ def run_sampler(name, model, nuts_draws):
     else:
         with model:
             step = (pmm.TunaMH(group_moves=name == "tunamh" and "auto")
-                    if name.startswith("tunamh") else pmm.SGLD(batch_size=1000))  # fmt: skip
+                    if name.startswith("tunamh")
+                    else SG_PRESETS[name](batch_size=1000))  # fmt: skip
         setup = time.perf_counter() - started
         setup_memory = peak_memory_gb()
         idata = _sample(model, step, MINIBATCH_DRAWS)

@@ -9,7 +9,9 @@ groups, 5% of them empty and 10% with fewer than ten rows), both centred:
 (``pmm.particles.DEFAULT_PARTICLES``, the default elsewhere); and at its defaults without
 the part of the kernel that lets the groups' spread follow the shared coordinates
 (``group_spread_velocity`` in ``pymc_minibatch/kernels/particle_velocities.py``, its weight
-``GROUP_SPREAD_WEIGHT`` set to 0); at seeds 7, 8 and 9, one core each.
+``GROUP_SPREAD_WEIGHT`` set to 0); at seeds 7, 8 and 9, one core each. ``--variants``
+picks some of them; ``--stratify false`` gives every run uniform batches instead of the
+default batches stratified by group.
 
 Per run: seconds, each group scale's signed mean error in NUTS posterior sds (the stored
 reference), and for each family of scalars (``a``, ``b``: the group effects; ``beta``,
@@ -21,7 +23,13 @@ of ``1 / sqrt(M)`` posterior sd, cannot show.
 
 Run: ``python benchmarks/particle_defaults.py`` (about 45 minutes of one core, 25 on 2).
 Writes ``--json`` (by default ``benchmarks/results/particle_defaults.json``, with the
-machine, versions and command).
+machine, versions and command). The committed results::
+
+    python benchmarks/particle_defaults.py --jobs 1 --variants defaults
+    python benchmarks/particle_defaults.py --jobs 1 --stratify false \
+        --json benchmarks/results/particle_defaults_uniform.json
+
+(the second measured at commit 474b4d5, before batches were stratified by default).
 """
 
 import argparse
@@ -48,7 +56,7 @@ SCALES = {"intercepts_logistic_G1000_centred": ("tau",),
           "slopes_normal_G1000_centred": ("tau_a", "tau_b")}  # fmt: skip
 SEEDS = (7, 8, 9)
 #: The settings compared: ``(n_particles, with the group-spread part of the kernel)``.
-VARIANTS = (("auto", True), (100, True), ("auto", False))
+VARIANTS = {"defaults": ("auto", True), "100": (100, True), "no-group-spread": ("auto", False)}
 DEFAULT_GROUP_SPREAD_WEIGHT = particle_velocities.GROUP_SPREAD_WEIGHT
 
 
@@ -56,15 +64,15 @@ def _variant(n_particles, group_spread):
     return f"{n_particles}" + ("" if group_spread else ", no group spread")
 
 
-def _row(name, n_particles, group_spread, seed):
+def _row(name, n_particles, group_spread, stratify, seed):
     # set for every run: a worker process runs several
     particle_velocities.GROUP_SPREAD_WEIGHT = DEFAULT_GROUP_SPREAD_WEIGHT if group_spread else 0.0
     model = HIERARCHICAL_ZOO[name].build()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         started = time.perf_counter()
-        idata = pmm.sample_particles("svgd", n_particles=n_particles, model=model,
-                                     random_seed=seed, progressbar=False)  # fmt: skip
+        idata = pmm.sample_particles("svgd", n_particles=n_particles, stratify=stratify,
+                                     model=model, random_seed=seed, progressbar=False)  # fmt: skip
         seconds = time.perf_counter() - started
     reference = hierarchical_reference(name)
     summary = summarise(idata, particles=True)
@@ -75,6 +83,7 @@ def _row(name, n_particles, group_spread, seed):
         families[label.split("[")[0]].append(summary[label]["sd"] / ref["sd"])
     return {"model": name, "n_particles": int(idata["posterior"].attrs["n_particles"]),
             "requested": n_particles, "group_spread": group_spread,
+            "stratified": bool(idata["posterior"].attrs["stratified"]),
             "variant": _variant(n_particles, group_spread), "seed": seed, "seconds": seconds,
             "scale_errors_sd": scales,
             "sd_ratio_by_family": {family: float(np.mean(ratios))
@@ -107,8 +116,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=str(RESULTS / "particle_defaults.json"))
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one core each")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--stratify", choices=("auto", "false"), default="auto",
+                        help="the batches of every run: sample_particles's default "
+                             "(stratified by group) or uniform")  # fmt: skip
     args = parser.parse_args()
-    chosen = [(name, *variant, seed) for name in SCALES for variant in VARIANTS for seed in SEEDS]
+    stratify = args.stratify == "auto" and "auto"
+    chosen = [(name, *VARIANTS[variant], stratify, seed)
+              for name in SCALES for variant in args.variants for seed in SEEDS]  # fmt: skip
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         futures = {settings: pool.submit(_row, *settings) for settings in chosen}
         rows = [futures[settings].result() for settings in chosen]

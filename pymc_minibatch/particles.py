@@ -10,6 +10,7 @@ defaults of :mod:`pymc_minibatch.particle_settings`), steps the pure kernel
 :mod:`pymc_minibatch.kernels.particles` and collects its reports into the result.
 """
 
+import functools
 import time
 from contextlib import contextmanager
 
@@ -29,6 +30,7 @@ from pymc_minibatch.kernels.preconditioning import (
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.model import control_variates as cv
 from pymc_minibatch.model.adapter import MinibatchModel
+from pymc_minibatch.model.batch_layout import checked_stratify, chosen_strata
 from pymc_minibatch.model.gradients import grad_estimator
 from pymc_minibatch.model.recentring import recentring
 from pymc_minibatch.particle_settings import (
@@ -106,6 +108,7 @@ def sample_particles(
     n_particles="auto",
     n_steps=1000,
     batch_size=None,
+    stratify="auto",
     step_size=None,
     bandwidth_scale=None,
     kernel="auto",
@@ -124,9 +127,10 @@ def sample_particles(
     """Approximate the posterior by interacting particles moved with minibatch gradients.
 
     Every step draws one batch of rows (shared by all particles; epochs without
-    replacement), estimates ``g_i = grad log p(theta_i)`` at each particle with the
-    rows' log-likelihood scaled by ``N / batch_size`` (with control variates by default,
-    see ``control_variates``), and moves every particle by ``step_size * v_i`` (Chen et al.
+    replacement, or stratified by group: see ``stratify``), estimates ``g_i = grad log
+    p(theta_i)`` at each particle with the rows' log-likelihood scaled by ``N /
+    batch_size`` (or the stratified weights; with control variates by default, see
+    ``control_variates``), and moves every particle by ``step_size * v_i`` (Chen et al.
     2018; see :mod:`pymc_minibatch.kernels.particle_velocities`):
 
     - ``"svgd"`` (the default, and the recommended method: its variances come out closest
@@ -159,7 +163,17 @@ def sample_particles(
         per coordinate (see ``kernel``) dominates the cost, which grows as ``M^2``.
     n_steps : int, default 1000
     batch_size : int, optional
-        Rows per step; default ``min(N, 1000)``.
+        Rows per step (at most, with stratified batches); default ``min(N, 1000)``.
+    stratify : {"auto", True, False}, default "auto"
+        Batches stratified by group in a hierarchical model (rows that touch the parameters
+        of one group each, as the Laplace fit finds them): every group of at most ``m``
+        rows in each batch whole, ``m`` rows drawn from each larger group and weighted by
+        its size over ``m``, with ``m`` the most that ``batch_size`` allows (see
+        :mod:`pymc_minibatch.kernels.strata`). A uniform batch holds no row of most small
+        groups, whose effects then get rare, large gradient kicks. ``"auto"``: stratified
+        when the model has groups, ``batch_size`` is less than ``N`` and holds a row of
+        each non-empty group, and the Laplace fit is made; ``True`` refuses a model or
+        ``batch_size`` where it does not apply; ``False``: epochs of uniform batches.
     step_size : float or schedule, optional
         A positive float or a schedule from :mod:`pymc_minibatch.schedules`, in
         preconditioned units when ``precondition=True``. Default: 0.05, constant with
@@ -323,6 +337,7 @@ def sample_particles(
         method, n_particles, n_steps, bandwidth_scale, wasserstein_weight, entropic_reg
     )
     momentum_beta(momentum, method)  # refuse a bad value before the Laplace fit
+    checked_stratify(stratify)
     discrete = sorted(v.name for v in model.value_vars if v.dtype not in continuous_types)
     if discrete:
         raise ValueError(
@@ -354,6 +369,13 @@ def sample_particles(
     preconditioner = (
         fit.preconditioner if precondition else identity_preconditioner(minibatch_model.ndim)
     )
+    strata = (
+        chosen_strata(stratify, minibatch_model, batch_size, fit is not None)
+        if batch_size < n_data or stratify is True
+        else None
+    )
+    if strata is not None:  # the layout's weights are fixed: the kernel passes rows only
+        estimate = functools.partial(estimate, weights=strata.weights)
     beta = momentum_beta(momentum, method, minibatch_model, fit, batch_size)  # checked above
     run = particle_kernel.ParticleSettings(
         method, settings["kernel"], settings["bandwidth_scale"],
@@ -362,6 +384,7 @@ def sample_particles(
         entropic_reg=settings["entropic_reg"], adagrad=bool(adagrad), momentum=beta,
         momentum_steps=int(MOMENTUM_FRACTION * n_steps) if beta else 0,
         groups=_groups(preconditioner) if settings["kernel"] == "coordinates" else None,
+        strata=strata,
     )  # fmt: skip
     state, logp, history, drifts, rates = _run(
         rng, particle_kernel.init(thetas, preconditioner), estimate, run, n_steps, progressbar,
@@ -391,6 +414,7 @@ def sample_particles(
         "n_particles": n_particles,
         "n_steps": n_steps,
         "batch_size": batch_size,
+        "stratified": int(strata is not None),
         "bandwidth_scale": settings["bandwidth_scale"],
         "kernel": settings["kernel"],
         "precondition": int(precondition),

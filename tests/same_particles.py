@@ -6,13 +6,13 @@ rows), a non-centred varying-intercept model (moved centred, reported as written
 Poisson model started far out whose log density overflows, and a linear regression whose
 particles run away with too large a step. Each case is one call with few particles
 and steps and a fixed seed: every method at its defaults on the first three, and options
-that take distinct paths of the particle loop (momentum on and off, AdaGrad, control
-variates off and the default decaying schedule, the joint and per-coordinate kernels,
-the Wasserstein constants, no preconditioning, the prior and jitter starts, a schedule,
-every row in every step). The recorded values are the final particles (every posterior
-variable, flattened), the ``sample_stats`` (``minibatch_logp`` and the per-step history)
-and a text of the settings the run chose and the warnings it gave, or the message of the
-error it raised.
+that take distinct paths of the particle loop (momentum on and off, uniform batches where
+they would be stratified by group, AdaGrad, control variates off and the default
+decaying schedule, the joint and per-coordinate kernels, the Wasserstein constants, no
+preconditioning, the prior and jitter starts, a schedule, every row in every step). The
+recorded values are the final particles (every posterior variable, flattened), the
+``sample_stats`` (``minibatch_logp`` and the per-step history) and a text of the settings
+the run chose and the warnings it gave, or the message of the error it raised.
 
 Record (before a change that must not alter the particles), from the repository root, in
 each supported environment (the C and numba backends of PyMC 5 and 6 round differently)::
@@ -40,7 +40,8 @@ BASE = {"n_particles": 10, "n_steps": 60, "batch_size": 100, "random_seed": SEED
 FIXTURE = pathlib.Path(__file__).with_name("same_particles") / f"pymc{PYMC_MAJOR}.npz"
 STATS = ("minibatch_logp", "step_size", "bandwidth", "mean_grad_norm", "mean_velocity_norm",
          "spread")  # fmt: skip
-SETTINGS = ("kernel", "bandwidth_scale", "momentum", "control_variates", "wasserstein_weight")
+SETTINGS = ("kernel", "bandwidth_scale", "momentum", "control_variates", "wasserstein_weight",
+            "stratified")
 
 
 def build_models():
@@ -75,6 +76,7 @@ def cases():
     options = {
         "svgd/free_scale/momentum": ("free_scale", {"momentum": 0.9}),
         "svgd/varying_intercept/no_momentum": ("varying_intercept", {"momentum": 0.0}),
+        "svgd/varying_intercept/uniform_batches": ("varying_intercept", {"stratify": False}),
         "svgd/varying_intercept/joint": ("varying_intercept", {"kernel": "joint"}),
         "svgd/free_scale/coordinates": ("free_scale", {"kernel": "coordinates"}),
         "svgd/free_scale/coordinates_momentum_adagrad": (

@@ -11,6 +11,7 @@ import pytest
 
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import IS_PYMC6, posterior, sample_stats
+from pymc_minibatch.model.batch_layout import chosen_strata
 
 matplotlib.use("Agg")
 
@@ -146,6 +147,8 @@ def test_default_schedule_decays_to_the_noise_budget(model):
         ({"momentum": True}, ValueError, "momentum must be"),
         ({"momentum": "fast"}, ValueError, "momentum must be"),
         ({"init": "map"}, ValueError, "init must be"),
+        ({"stratify": "groups"}, ValueError, "stratify must be"),
+        ({"stratify": True}, ValueError, "hierarchical model"),
         ({"init": np.zeros((3, 3))}, ValueError, "shape"),
         ({"init": np.full((12, 3), np.nan)}, ValueError, "non-finite"),
     ],
@@ -190,6 +193,31 @@ def test_hierarchical_models_get_momentum_and_a_longer_check(model):
     assert check_batches(hierarchical, 100) == pmm.particles.CHECK_BATCHES
     assert check_batches(hierarchical, 300) == 1
     assert check_batches(model, 10) == pmm.particles.CHECK_BATCHES
+
+
+def test_hierarchical_models_get_stratified_batches(model):
+    """``stratify="auto"``: batches stratified by group where the Laplace fit finds groups
+    and a batch is smaller than the data; uniform with ``stratify=False``, elsewhere, or
+    when a batch holds every row. The small group's rows are in every stratified batch."""
+    groups = np.concatenate([np.arange(294) % 6, [6, 6, 6, 6, 6, 6]])  # group 6: 6 rows
+    with pm.Model() as hierarchical:
+        tau = pm.HalfNormal("tau", 1.0)
+        a = pm.Normal("a", 0.0, tau, shape=7)
+        pm.Normal("y", a[groups] + X[:, 0], 1.0, observed=Y + 0.5 * groups)
+
+    def run(on, **settings):
+        idata = pmm.sample_particles("svgd", model=on, random_seed=0, **QUICK, **settings)
+        return posterior(idata)
+
+    stratified = run(hierarchical, batch_size=60)
+    assert stratified.attrs["stratified"] == 1
+    uniform = run(hierarchical, batch_size=60, stratify=False)
+    assert uniform.attrs["stratified"] == 0
+    assert not np.allclose(stratified["a"].values, uniform["a"].values)
+    assert run(hierarchical, batch_size=300).attrs["stratified"] == 0
+    assert run(model, batch_size=60).attrs["stratified"] == 0
+    strata = chosen_strata("auto", pmm.MinibatchModel(hierarchical), 60, fitted=True)
+    assert set(np.flatnonzero(groups == 6)) <= set(strata.whole)
 
 
 def test_svgd_takes_more_particles_by_default_on_many_groups(model):

@@ -7,10 +7,11 @@ particles at once by ``step_size`` times a velocity field of
 
 The move is the kernel :func:`init` / :func:`step` on a :class:`ParticleState`
 (exported as ``State``, ``Info``, ``init`` and ``step``): one step draws the next batch of
-an epoch without replacement (:func:`~pymc_minibatch.kernels.batches.next_epoch_batch`),
-estimates the gradients at every particle, and moves them all by ``step_size`` times the
-method's velocity field, with AdaGrad and heavy-ball momentum if set; a particle that runs
-away is found by the SG-MCMC chain's check
+an epoch without replacement (:func:`~pymc_minibatch.kernels.batches.next_epoch_batch`) or
+a batch stratified by group (:mod:`pymc_minibatch.kernels.strata`), estimates the
+gradients at every particle, and moves them all by ``step_size`` times the method's
+velocity field, with AdaGrad and heavy-ball momentum if set; a particle that runs away is
+found by the SG-MCMC chain's check
 (:func:`~pymc_minibatch.kernels.sg_chain.runaway_distance`).
 """
 
@@ -20,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pymc_minibatch.kernels import strata as stratified
 from pymc_minibatch.kernels.batches import next_epoch_batch
 from pymc_minibatch.kernels.particle_velocities import (
     blob_velocity,
@@ -79,6 +81,9 @@ class ParticleSettings(NamedTuple):
     """``(shared, local)`` coordinates of a hierarchical model (``kernel="coordinates"``:
     the groups' spread follows the shared coordinates, :func:`group_spread_velocity`), or
     ``None``."""
+    strata: stratified.Strata | None = None
+    """Batches stratified by group (:mod:`pymc_minibatch.kernels.strata`; the estimate
+    weighs their rows by ``strata.weights``), or ``None`` for epochs of uniform batches."""
 
 
 class ParticleState(NamedTuple):
@@ -157,8 +162,11 @@ def init(thetas, preconditioner) -> ParticleState:
 
 
 def next_idx(rng, state: ParticleState, settings: ParticleSettings):
-    """``(idx, state)``: the indices of the next batch of the epoch, or of every row when a
-    batch holds them all (then without drawing from ``rng``)."""
+    """``(idx, state)``: the indices of the next batch of the epoch, or of a stratified batch
+    (``settings.strata``), or of every row when a batch holds them all (then without
+    drawing from ``rng``)."""
+    if settings.strata is not None:
+        return stratified.draw(rng, settings.strata), state
     if settings.batch_size == settings.n_data:
         return np.arange(settings.n_data), state
     idx, permutation, cursor = next_epoch_batch(
@@ -185,7 +193,8 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
     Parameters
     ----------
     rng : numpy.random.Generator
-        Draws the epochs' permutations of the rows (nothing when a batch holds every row).
+        Draws the epochs' permutations of the rows or the stratified batches (nothing when
+        a batch holds every row).
     state : ParticleState
     estimate : callable
         ``estimate(thetas, idx) -> (log densities (M,), gradients (M, d))`` in ``theta``.

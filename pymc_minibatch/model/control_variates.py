@@ -64,13 +64,13 @@ class ControlVariateGradients:
         )
         return value + self.center_loglik, grad + self.center_grad_loglik
 
-    def particles(self, thetas, idx):
-        """The estimates at each row of ``thetas`` (shape ``(M, ndim)``) on the same rows:
-        values ``(M,)`` and gradients ``(M, ndim)``. The center's minibatch terms are
-        computed once for all particles."""
+    def particles(self, thetas, idx, weights=None):
+        """The estimates at each row of ``thetas`` (shape ``(M, ndim)``) on the same rows
+        and ``weights``: values ``(M,)`` and gradients ``(M, ndim)``. The center's minibatch
+        terms are computed once for all particles."""
         mm = self.minibatch_model
-        logp, grads = mm.grad_estimate_particles(thetas, idx)
-        center_logp, center_grad = mm.grad_estimate(self.center, idx)
+        logp, grads = mm.grad_estimate_particles(thetas, idx, weights)
+        center_logp, center_grad = mm.grad_estimate(self.center, idx, weights)
         # grad_estimate includes the prior at the center: keep only its likelihood part
         center_prior, center_prior_grad = self._center_prior
         center_loglik = center_logp - center_prior

@@ -56,9 +56,10 @@ class GradientEstimates:
         """
         return gradients.grad_estimate_difference(self, theta, center, idx, weights)
 
-    def grad_estimate_particles(self, thetas, idx):
+    def grad_estimate_particles(self, thetas, idx, weights=None):
         """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
-        same rows ``idx`` (gathered once). Returns values ``(M,)`` and gradients ``(M, ndim)``.
+        same rows ``idx`` (gathered once) with the same ``weights``. Returns values ``(M,)``
+        and gradients ``(M, ndim)``.
 
         One call of one compiled function for all particles: the graph of
         :meth:`grad_estimate` and its gradient vectorised over a leading particle axis of
@@ -72,4 +73,4 @@ class GradientEstimates:
         >>> values.shape, grads.shape
         ((4,), (4, 3))
         """
-        return gradients.grad_estimate_particles(self, thetas, idx)
+        return gradients.grad_estimate_particles(self, thetas, idx, weights)

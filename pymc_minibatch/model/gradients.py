@@ -87,9 +87,10 @@ def grad_estimate_difference(minibatch_model, theta, center, idx, weights=None):
     return float(value), grad
 
 
-def grad_estimate_particles(minibatch_model, thetas, idx):
+def grad_estimate_particles(minibatch_model, thetas, idx, weights=None):
     """:meth:`MinibatchModel.grad_estimate_particles`: :func:`grad_estimate` at each row of
-    ``thetas`` on the same rows ``idx``, from one call of a vectorised function."""
+    ``thetas`` on the same rows ``idx`` (weighted as there), from one call of a vectorised
+    function."""
     mm = minibatch_model
     thetas = np.asarray(thetas, dtype=np.float64)
     if thetas.ndim != 2 or thetas.shape[1] != mm.ndim:
@@ -99,12 +100,12 @@ def grad_estimate_particles(minibatch_model, thetas, idx):
         raise ValueError("grad_estimate_particles needs at least one row index")
     if len(thetas) == 0:  # some compiled ops (PyTensor 2.x's C Softmax) fail on M = 0
         return np.empty(0), np.empty((0, mm.ndim))
+    weights = row_weights(mm.n_data, idx, weights)
     if idx.size == 1:
         # PyTensor 2.x raises on the vectorised gradient of an indexing by a single
         # gathered row (AdvancedIncSubtensor1 runtime-broadcasting check): the row twice
-        # at half the scale is the same estimate
-        idx = np.repeat(idx, 2)
-    weights = row_weights(mm.n_data, idx, None)
+        # at half the weight is the same estimate
+        idx, weights = np.repeat(idx, 2), np.repeat(weights / 2, 2)
     values, grads = mm.functions.call(
         "grad_estimate_particles",
         np.ascontiguousarray(thetas),

@@ -24,7 +24,7 @@ from pymc_minibatch.kernels.preconditioning import identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sg_chain import SGSettings, gradient_noise
 from pymc_minibatch.kernels.sgmgt import SGState, validate_config
-from pymc_minibatch.kernels.strata import stratify as stratify_rows
+from pymc_minibatch.model.batch_layout import checked_stratify, chosen_strata
 from pymc_minibatch.model.control_variates import use_control_variates
 from pymc_minibatch.model.gradients import grad_estimator
 from pymc_minibatch.step_methods.base import MinibatchStep, MinibatchStepState
@@ -156,8 +156,7 @@ class SGMCMC(MinibatchStep):
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
         self.updates_per_draw = positive_int("updates_per_draw", updates_per_draw)
-        if not (isinstance(stratify, bool) or (isinstance(stratify, str) and stratify == "auto")):
-            raise ValueError(f"stratify must be 'auto', True or False, got {stratify!r}")
+        checked_stratify(stratify)
         validate_config(config)
         self.config = config
         given_schedule = None if step_size is None else as_schedule(step_size)
@@ -170,7 +169,7 @@ class SGMCMC(MinibatchStep):
             self.laplace.preconditioner if self.precondition else identity_preconditioner(mm.ndim)
         )
         self.estimate = grad_estimator(mm, self.laplace.mode if self.control_variates else None)
-        self.strata = self._strata(stratify)
+        self.strata = chosen_strata(stratify, mm, self.batch_size, self.laplace is not None)
         """The stratified batches' layout (:class:`~pymc_minibatch.kernels.strata.Strata`),
         or None for uniform batches."""
         if self.strata is not None:  # the layout's weights, fixed: the chain passes rows only
@@ -204,23 +203,6 @@ class SGMCMC(MinibatchStep):
     def default_step_size(self, noise_ratio):
         """The default ``h`` given the noise ratio ``r`` (see the preset's docstring)."""
         raise NotImplementedError
-
-    def _strata(self, stratify):
-        # "auto" reuses the structure the Laplace fit found; without a fit, finding it
-        # would cost a pass over the data the settings asked to avoid
-        if stratify is False or (stratify == "auto" and self.laplace is None):
-            return None
-        structure = self.minibatch_model.structure()
-        strata = None
-        if structure.n_groups:
-            strata = stratify_rows(structure.row_groups, self.batch_size)
-        if strata is None and stratify is True:
-            raise ValueError(
-                "stratify=True needs a hierarchical model (rows that touch the parameters "
-                "of one group each) and a batch_size of at least one row per non-empty "
-                f"group; this model has {structure.n_groups} groups"
-            )
-        return strata
 
     def _noise_ratio(self):
         plain = self.minibatch_model.n_data / self.batch_size - 1.0

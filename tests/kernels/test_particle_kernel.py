@@ -15,6 +15,7 @@ from pymc_minibatch.kernels.batches import next_epoch_batch
 from pymc_minibatch.kernels.preconditioning import DiagonalPreconditioner
 from pymc_minibatch.kernels.schedules import constant
 from pymc_minibatch.kernels.sg_chain import RUNAWAY_DISTANCE
+from pymc_minibatch.kernels.strata import draw, stratify
 
 N_DATA, BATCH = 60, 20
 MEAN = np.array([1.0, -2.0, 0.5])
@@ -175,6 +176,25 @@ def test_batches_are_the_epochs_of_the_sg_chain():
     kernel.step(rng, kernel.init(START, _identity()), recording, settings(batch_size=N_DATA))
     np.testing.assert_array_equal(seen[-1], np.arange(N_DATA))
     assert rng.bit_generator.state == before
+
+
+def test_stratified_batches_are_drawn_from_the_strata():
+    """With ``strata`` set, each step's rows are :func:`strata.draw`'s from the same
+    generator: the small groups whole in every batch, the large ones sampled."""
+    row_groups = np.repeat([0, 1, 2], [2, 28, 30])  # one small group, two large
+    layout = stratify(row_groups, BATCH)
+    seen = []
+
+    def recording(thetas, rows):
+        seen.append(rows.copy())
+        return gaussian(thetas, rows)
+
+    run(settings(strata=layout), 4, seed=7, estimate=recording)
+    rng = np.random.default_rng(7)
+    for rows in seen:
+        np.testing.assert_array_equal(rows, draw(rng, layout))
+        assert set(np.flatnonzero(row_groups == 0)) <= set(rows)
+        assert rows.size == layout.batch_size <= BATCH
 
 
 def test_a_non_finite_estimate_stops_before_the_move():

@@ -69,11 +69,13 @@ def test_particles_match_one_point_at_a_time(logistic):
     _, estimate = logistic
     thetas = estimate.center + np.random.default_rng(2).normal(scale=0.1, size=(4, 3))
     rows = np.arange(100, 180)
-    values, grads = estimate.particles(thetas, rows)
-    for k, theta in enumerate(thetas):
-        value, grad = estimate(theta, rows)
-        assert values[k] == pytest.approx(value, rel=1e-10)
-        np.testing.assert_allclose(grads[k], grad, rtol=1e-9)
+    weights = np.linspace(1.0, 20.0, rows.size)  # as a stratified batch weighs its rows
+    for row_weights in (None, weights):
+        values, grads = estimate.particles(thetas, rows, row_weights)
+        for k, theta in enumerate(thetas):
+            value, grad = estimate(theta, rows, row_weights)
+            assert values[k] == pytest.approx(value, rel=1e-10)
+            np.testing.assert_allclose(grads[k], grad, rtol=1e-9)
 
 
 @pytest.mark.parametrize(

@@ -152,6 +152,23 @@ def test_vectorised_equals_one_particle_at_a_time(adapters, name, n_particles, b
     np.testing.assert_allclose(grads, expected_grads, rtol=RTOL)
 
 
+@pytest.mark.parametrize("batch_size", [40, 1])
+def test_weighted_rows_equal_one_particle_at_a_time(adapters, batch_size):
+    """Stratified batches weigh each row on its own (``weights``), one row included."""
+    mm = adapters[DEFAULT_MODEL]
+    rng = np.random.default_rng(batch_size)
+    thetas = jittered_thetas(mm, 5, rng)
+    idx = rng.integers(0, N_ROWS, size=batch_size)
+    weights = rng.uniform(1.0, 30.0, size=batch_size)
+    values, grads = mm.grad_estimate_particles(thetas, idx, weights)
+    for value, grad, theta in zip(values, grads, thetas, strict=True):
+        expected_value, expected_grad = mm.grad_estimate(theta, idx, weights)
+        assert value == pytest.approx(expected_value, rel=RTOL)
+        np.testing.assert_allclose(grad, expected_grad, rtol=RTOL)
+    uniform_values, _ = mm.grad_estimate_particles(thetas, idx)
+    assert not np.allclose(values, uniform_values)
+
+
 def test_no_particles_give_empty_results(adapters):
     mm = adapters[DEFAULT_MODEL]
     values, grads = mm.grad_estimate_particles(np.empty((0, mm.ndim)), np.arange(10))
