@@ -170,8 +170,8 @@ plt.show()
 #
 # This tutorial runs no NUTS: at a million rows each of its gradients reads every row, and
 # 2 chains take the better part of an hour. The side-by-side comparison is
-# `benchmarks/hierarchical.py` in the repository, which runs nutpie's NUTS, TunaMH, SGLD and
-# SVGD on this model's twin and records the time to the answer, setup included, and the
+# `benchmarks/hierarchical.py` in the repository, which runs nutpie's NUTS, TunaMH, SGLD,
+# SGHMC and SVGD on this model's twin and records the time to the answer, setup included, and the
 # accuracy against NUTS; {doc}`../which-sampler` quotes its committed results.
 #
 # What to keep:

@@ -100,12 +100,13 @@ GROUP_PARTICLES = 200
 There the kernel per coordinate leaves a group scale low by a bias that shrinks with the
 particles, while the group effects' sds come out right on average (their sd ratios to
 NUTS's average 0.990-0.998 over the groups). On the hierarchical zoo's two 1000-group
-models (10^5 rows; ``benchmarks/particle_defaults.py``, seeds 7, 8 and 9) the group
-scale's mean came 0.144 posterior sd low on average with 100 particles (standard error
-0.018 over the seeds) and 0.066 (0.006) with 200 on the varying intercepts; ``tau_b`` of
-the varying slopes 0.188 (0.013) and 0.093 (0.007). 200 particles cost about three times
-as much (the interactions grow as ``M^2``) and bring the group scales within the 0.1 sd
-the SG-MCMC presets reach."""
+models (10^5 rows; ``benchmarks/particle_defaults.py --stratify false``, seeds 7, 8 and 9,
+uniform batches) the group scale's mean came 0.144 posterior sd low on average with 100
+particles (standard error 0.018 over the seeds) and 0.066 (0.006) with 200 on the varying
+intercepts; ``tau_b`` of the varying slopes 0.188 (0.013) and 0.093 (0.007). 200 particles
+cost about three times as much (the interactions grow as ``M^2``) and bring the group
+scales within the 0.1 sd the SG-MCMC presets reach; with the default batches stratified by
+group (``benchmarks/particle_defaults.py``) they came within 0.097 sd."""
 
 MANY_GROUPS = 500
 """Groups from which SVGD takes ``GROUP_PARTICLES`` by default: the 100-group models of the

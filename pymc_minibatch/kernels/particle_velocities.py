@@ -155,12 +155,12 @@ def group_spread_velocity(theta, grads, shared, local, weight=None):
     each coordinate's kernel looks at that coordinate alone (its fixed points match
     ``E[d_j log p | theta_j]``); without this term the particles' group effects spread
     alike whatever their scale, and every group then informs the scale as if its effect
-    were observed: on the 1000-group models of ``benchmarks/particle_defaults.py`` the
-    group scales' sds came out 0.83-0.94 of the posterior's. It is a low-rank polynomial
-    kernel (the features of Liu & Wang 2018, "Stein variational gradient descent as moment
-    matching", NeurIPS, multiplied by the shared coordinates), so it costs ``O(M d S)`` for
-    ``S`` shared coordinates. Its repulsion, the ``+ 1``, averages to zero against the
-    centred ``u_s``; the identities hold all the same, as ``E[u_s] = 0``.
+    were observed: on the 1000-group models of ``benchmarks/particle_defaults.py`` (uniform
+    batches) the group scales' sds came out 0.83-0.94 of the posterior's. It is a low-rank
+    polynomial kernel (the features of Liu & Wang 2018, "Stein variational gradient descent
+    as moment matching", NeurIPS, multiplied by the shared coordinates), so it costs
+    ``O(M d S)`` for ``S`` shared coordinates. Its repulsion, the ``+ 1``, averages to zero
+    against the centred ``u_s``; the identities hold all the same, as ``E[u_s] = 0``.
 
     Parameters
     ----------
