@@ -1,6 +1,9 @@
-"""Row batches of a fixed size, drawn through epochs without replacement."""
+"""Row batches of a fixed size, drawn through epochs without replacement or stratified by
+group (:mod:`pymc_minibatch.kernels.strata`)."""
 
 import numpy as np
+
+from pymc_minibatch.kernels import strata as stratified
 
 
 def checked_batch_size(batch_size, n_data):
@@ -22,6 +25,15 @@ def next_epoch_batch(rng, n_data, batch_size, permutation, cursor):
     if permutation is None or cursor + batch_size > n_data:
         permutation, cursor = _permutation(rng, n_data), 0
     return permutation[cursor : cursor + batch_size], permutation, cursor + batch_size
+
+
+def next_batch(rng, n_data, batch_size, strata, permutation, cursor):
+    """The next batch's indices: ``(idx, permutation, cursor)``, from the epoch
+    (:func:`next_epoch_batch`), or a stratified batch (:func:`strata.draw`) when ``strata``
+    is set (the epoch's ``permutation`` and ``cursor`` then returned as they are)."""
+    if strata is not None:
+        return stratified.draw(rng, strata), permutation, cursor
+    return next_epoch_batch(rng, n_data, batch_size, permutation, cursor)
 
 
 def _permutation(rng, n_data):

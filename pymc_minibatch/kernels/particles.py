@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels import strata as stratified
-from pymc_minibatch.kernels.batches import next_epoch_batch
+from pymc_minibatch.kernels.batches import next_batch
 from pymc_minibatch.kernels.particle_velocities import (
     blob_velocity,
     coordinate_bandwidths,
@@ -165,12 +165,11 @@ def next_idx(rng, state: ParticleState, settings: ParticleSettings):
     """``(idx, state)``: the indices of the next batch of the epoch, or of a stratified batch
     (``settings.strata``), or of every row when a batch holds them all (then without
     drawing from ``rng``)."""
-    if settings.strata is not None:
-        return stratified.draw(rng, settings.strata), state
-    if settings.batch_size == settings.n_data:
+    if settings.strata is None and settings.batch_size == settings.n_data:
         return np.arange(settings.n_data), state
-    idx, permutation, cursor = next_epoch_batch(
-        rng, settings.n_data, settings.batch_size, state.permutation, state.cursor
+    idx, permutation, cursor = next_batch(
+        rng, settings.n_data, settings.batch_size, settings.strata, state.permutation,
+        state.cursor,
     )
     return idx, state._replace(permutation=permutation, cursor=cursor)
 

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels import strata as stratified
-from pymc_minibatch.kernels.batches import next_epoch_batch
+from pymc_minibatch.kernels.batches import next_batch
 from pymc_minibatch.kernels.sgmgt import (
     SGMGTConfig,
     SGState,
@@ -130,13 +130,11 @@ def step(rng, state: State, estimate: Estimate, settings: SGSettings, n_updates:
 def _update(rng, state, estimate, settings):
     """One update: ``(state, values of the update, momentum acceptance rates)``."""
     to_theta, to_z = state.preconditioner.to_theta, state.preconditioner.gradient_to_z
-    if settings.strata is None:
-        idx, permutation, cursor = next_epoch_batch(
-            rng, settings.n_data, settings.batch_size, state.permutation, state.cursor
-        )
-        state = state._replace(permutation=permutation, cursor=cursor)
-    else:
-        idx = stratified.draw(rng, settings.strata)
+    idx, permutation, cursor = next_batch(
+        rng, settings.n_data, settings.batch_size, settings.strata, state.permutation,
+        state.cursor,
+    )
+    state = state._replace(permutation=permutation, cursor=cursor)
     update = {"step_size": float(settings.schedule(state.updates))}
 
     def gradient_in_z(z):
