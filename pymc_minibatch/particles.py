@@ -430,11 +430,12 @@ def sample_particles(
 
 def _groups(preconditioner):
     """``(shared, local)`` coordinates of a preconditioner that whitens a hierarchical
-    model's curvature group by group (an arrowhead factor with groups), else ``None``."""
+    model's curvature group by group (an arrowhead factor with groups; ``local`` of shape
+    ``(G, k)``, a group's coordinates in a row), else ``None``."""
     local = getattr(preconditioner, "local", None)
     if local is None or not np.size(local):
         return None
-    return np.asarray(preconditioner.shared), np.ravel(local)
+    return np.asarray(preconditioner.shared), np.asarray(local)
 
 
 def _run(rng, state, estimate, settings, n_steps, progressbar, coordinate_names):

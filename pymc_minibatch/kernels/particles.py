@@ -78,8 +78,10 @@ class ParticleSettings(NamedTuple):
     """The heavy ball's ``beta``, over the first ``momentum_steps`` steps."""
     momentum_steps: int = 0
     groups: tuple[np.ndarray, np.ndarray] | None = None
-    """``(shared, local)`` coordinates of a hierarchical model (``kernel="coordinates"``:
-    the groups' spread follows the shared coordinates, :func:`group_spread_velocity`), or
+    """``(shared, local)`` coordinates of a hierarchical model, ``local`` of shape ``(G,
+    k)`` with a group's coordinates in a row (``kernel="coordinates"``: the groups' spread
+    follows the shared coordinates, :func:`group_spread_velocity`, and the linear part
+    matches the covariances within each group, :func:`linear_svgd_velocity`), or
     ``None``."""
     strata: stratified.Strata | None = None
     """Batches stratified by group (:mod:`pymc_minibatch.kernels.strata`; the estimate
@@ -179,7 +181,8 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
 
     The velocity ``v`` of ``settings.method`` (:func:`svgd_velocity` with Liu & Wang's
     2016 kernel, or :func:`coordinate_svgd_velocity` plus :func:`linear_svgd_velocity`,
-    and :func:`group_spread_velocity` when ``settings.groups`` is set;
+    with each group's coordinates as a block and :func:`group_spread_velocity` when
+    ``settings.groups`` is set;
     :func:`wasserstein_velocity`, :func:`blob_velocity` or :func:`pisgld_velocity` of Chen
     et al. 2018), divided by AdaGrad's root mean square if set, moves the particles by
     ``step_size * v``, or during the first ``momentum_steps`` by ``step_size * m`` with
@@ -234,9 +237,12 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
     if settings.kernel == "coordinates":
         # the moment-matching parts, outside the heavy ball, which would amplify their pull on
         # a coordinate whose particles are close together
-        linear = linear_svgd_velocity(z, grads_z)
-        if settings.groups is not None:
-            linear = linear + group_spread_velocity(z, grads_z, *settings.groups)
+        if settings.groups is None:
+            linear = linear_svgd_velocity(z, grads_z)
+        else:
+            shared, local = settings.groups
+            linear = linear_svgd_velocity(z, grads_z, blocks=local)
+            linear = linear + group_spread_velocity(z, grads_z, shared, local)
         move, velocity = move + linear, velocity + linear
     moved = z + step_size * move
     state = state._replace(position=moved, previous=z, momentum=carried, squares=squares,
