@@ -25,11 +25,14 @@ Run: ``python benchmarks/particle_defaults.py`` (about 45 minutes of one core, 2
 Writes ``--json`` (by default ``benchmarks/results/particle_defaults.json``, with the
 machine, versions and command). The committed results::
 
-    python benchmarks/particle_defaults.py --jobs 1 --variants defaults
+    python benchmarks/particle_defaults.py --jobs 2 --variants defaults
     python benchmarks/particle_defaults.py --jobs 1 --stratify false \
         --json benchmarks/results/particle_defaults_uniform.json
 
 (the second measured at commit 474b4d5, before batches were stratified by default).
+``benchmarks/results/particle_defaults_diagonal.json`` holds the first command's results
+(with ``--jobs 1``) at commit aed3b73, before the kernel's linear part took each group's
+coordinates as a block (``blocks`` of ``linear_svgd_velocity``).
 """
 
 import argparse

@@ -205,7 +205,8 @@ def sample_particles(
         per coordinate has a linear part that restores the particles' variance in each
         coordinate
         (:func:`~pymc_minibatch.kernels.particle_velocities.linear_svgd_velocity`, applied
-        outside the momentum), and on a hierarchical model a part that lets the groups'
+        outside the momentum), and on a hierarchical model matches the covariances within
+        each group (a group's intercept and slope) and has a part that lets the groups'
         spread follow the shared coordinates, as a group scale's posterior needs
         (:func:`~pymc_minibatch.kernels.particle_velocities.group_spread_velocity`).
         ``tests/statistical/test_hierarchical.py`` holds it, with its default momentum, to
