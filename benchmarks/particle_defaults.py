@@ -1,9 +1,11 @@
 """SVGD at its defaults on the 1000-group models: the group scales' bias over seeds.
 
 Two models of the hierarchical zoo (``tests/support/zoo_hierarchical.py``, 10^5 rows, 1000
-groups, 5% of them empty and 10% with fewer than ten rows), both centred:
+groups, 5% of them empty and 10% with fewer than ten rows), centred:
 ``intercepts_logistic_G1000_centred`` (1006 parameters, the group scale ``tau``) and
-``slopes_normal_G1000_centred`` (2007 parameters, the group scales ``tau_a`` and ``tau_b``).
+``slopes_normal_G1000_centred`` (2007 parameters, the group scales ``tau_a`` and ``tau_b``);
+or, with ``--form noncentred``, their non-centred forms (which ``sample_particles`` moves
+centred; their draws of ``z`` are held to the reference too).
 ``pmm.sample_particles("svgd")`` runs at its defaults, whose ``n_particles="auto"`` takes
 ``pmm.particles.GROUP_PARTICLES`` (200) particles on these models; with 100 particles
 (``pmm.particles.DEFAULT_PARTICLES``, the default elsewhere); and at its defaults without
@@ -17,7 +19,8 @@ Per run: seconds, each group scale's signed mean error in NUTS posterior sds (th
 reference), and for each family of scalars (``a``, ``b``: the group effects; ``beta``,
 ``mu``...) the mean over its scalars of the particles' sd / NUTS's sd, where the Monte
 Carlo error of ``M`` particles (about ``1 / sqrt(2 M)`` per scalar) averages out; and
-whether the answer check warned. Then, per setting, each group scale's mean error and sd
+whether the answer check warned; and over every scalar, the largest mean error in sds and
+the range of the sd ratios. Then, per setting, each group scale's mean error and sd
 ratio over the seeds with their standard errors: a bias that one run's error, of the order
 of ``1 / sqrt(M)`` posterior sd, cannot show.
 
@@ -32,7 +35,10 @@ machine, versions and command). The committed results::
 (the second measured at commit 474b4d5, before batches were stratified by default).
 ``benchmarks/results/particle_defaults_diagonal.json`` holds the first command's results
 (with ``--jobs 1``) at commit aed3b73, before the kernel's linear part took each group's
-coordinates as a block (``blocks`` of ``linear_svgd_velocity``).
+coordinates as a block (``blocks`` of ``linear_svgd_velocity``). The non-centred forms::
+
+    python benchmarks/particle_defaults.py --jobs 2 --variants defaults --form noncentred \
+        --json benchmarks/results/particle_defaults_noncentred.json
 """
 
 import argparse
@@ -47,16 +53,15 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from hierarchical import summarise  # noqa: E402
+from hierarchical import compare, summarise  # noqa: E402
 from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
 from pymc_minibatch.kernels import particle_velocities  # noqa: E402
 from tests.support.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
 
-#: Each model's group scales.
-SCALES = {"intercepts_logistic_G1000_centred": ("tau",),
-          "slopes_normal_G1000_centred": ("tau_a", "tau_b")}  # fmt: skip
+#: Each family's group scales.
+SCALES = {"intercepts_logistic": ("tau",), "slopes_normal": ("tau_a", "tau_b")}
 SEEDS = (7, 8, 9)
 #: The settings compared: ``(n_particles, with the group-spread part of the kernel)``.
 VARIANTS = {"defaults": ("auto", True), "100": (100, True), "no-group-spread": ("auto", False)}
@@ -80,7 +85,7 @@ def _row(name, n_particles, group_spread, stratify, seed):
     reference = hierarchical_reference(name)
     summary = summarise(idata, particles=True)
     scales = {label: (summary[label]["mean"] - reference[label]["mean"]) / reference[label]["sd"]
-              for label in SCALES[name]}  # fmt: skip
+              for label in SCALES[name.rsplit("_G", 1)[0]]}  # fmt: skip
     families = collections.defaultdict(list)
     for label, ref in reference.items():
         families[label.split("[")[0]].append(summary[label]["sd"] / ref["sd"])
@@ -88,7 +93,7 @@ def _row(name, n_particles, group_spread, stratify, seed):
             "requested": n_particles, "group_spread": group_spread,
             "stratified": bool(idata["posterior"].attrs["stratified"]),
             "variant": _variant(n_particles, group_spread), "seed": seed, "seconds": seconds,
-            "scale_errors_sd": scales,
+            "scale_errors_sd": scales, **compare(summary, reference),
             "sd_ratio_by_family": {family: float(np.mean(ratios))
                                    for family, ratios in families.items()},
             "answer_check_warned": any(issubclass(w.category, pmm.AnswerCheckWarning)
@@ -120,18 +125,21 @@ def main():
     parser.add_argument("--json", default=str(RESULTS / "particle_defaults.json"))
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one core each")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--form", choices=("centred", "noncentred"), default="centred",
+                        help="the models' parametrisation")
     parser.add_argument("--stratify", choices=("auto", "false"), default="auto",
                         help="the batches of every run: sample_particles's default "
                              "(stratified by group) or uniform")  # fmt: skip
     args = parser.parse_args()
     stratify = args.stratify == "auto" and "auto"
+    names = [f"{family}_G1000_{args.form}" for family in SCALES]
     chosen = [(name, *VARIANTS[variant], stratify, seed)
-              for name in SCALES for variant in args.variants for seed in SEEDS]  # fmt: skip
+              for name in names for variant in args.variants for seed in SEEDS]  # fmt: skip
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         futures = {settings: pool.submit(_row, *settings) for settings in chosen}
         rows = [futures[settings].result() for settings in chosen]
     print(f"{'model':10s} {'M':>4s} spread {'seed':>4s} {'s':>6s} warned  scale errors; "
-          "mean sd ratio by family")
+          "mean sd ratio by family; largest mean error (sd), sd ratio range")
     for row in rows:
         scales = ", ".join(f"{label} {error:+.3f}"
                            for label, error in row["scale_errors_sd"].items())  # fmt: skip
@@ -140,7 +148,8 @@ def main():
         print(f"{row['model'].split('_')[0]:10s} {row['n_particles']:4d} "
               f"{str(row['group_spread']):6s} {row['seed']:4d} "
               f"{row['seconds']:6.1f} {str(row['answer_check_warned']):6s}  {scales}; "
-              f"{ratios}")  # fmt: skip
+              f"{ratios}; {row['max_mean_error_sd']:.3f}, "
+              f"{row['sd_ratio_min']:.3f}-{row['sd_ratio_max']:.3f}")  # fmt: skip
     averages = seed_averages(rows)
     print("\nover the seeds (standard error): mean error in posterior sds; sd / posterior sd")
     for (name, variant), scales in averages.items():
@@ -149,7 +158,7 @@ def main():
                          for label, v in scales.items())  # fmt: skip
         print(f"{name.split('_')[0]:10s} n_particles={variant:22s}  {text}")
     write_results(args.json, {
-        "models": list(SCALES), "environment": environment(), "runs": rows,
+        "models": names, "environment": environment(), "runs": rows,
         "seed_averages": [
             {"model": name, "variant": variant,
              **{key: {label: {"mean": v[field][0], "se": v[field][1]}
