@@ -18,7 +18,8 @@ quiet, while it reports the collapse of the joint kernel on the same model. SVGD
 on ``intercepts_logistic_G1000_centred`` too (1000 groups, 1006 parameters, where its
 defaults take 200 particles: ``pmm.particles.GROUP_PARTICLES``) and on
 ``slopes_normal_G100_centred`` (a Normal likelihood, 100 groups with an intercept and a
-slope each, 207 parameters).
+slope each, 207 parameters) and its non-centred form (moved centred, its ``z_a`` and ``z_b``
+held to the reference too).
 
 Marked ``slow`` (about 30 s each: the setup, then 2 x 6000 steps or 1000 particle steps;
 SVGD on 1000 groups, with 200 particles, about 2 minutes).
@@ -76,7 +77,13 @@ def _svgd(kernel, name=MODEL):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", [MODEL, "intercepts_logistic_G1000_centred", "slopes_normal_G100_centred"]
+    "name",
+    [
+        MODEL,
+        "intercepts_logistic_G1000_centred",
+        "slopes_normal_G100_centred",
+        "slopes_normal_G100_noncentred",
+    ],
 )
 def test_svgd_defaults_match_nuts_on_hierarchical_models(name):
     """With 1000 groups the group scale starts several sds low (the joint mode) and relaxes
