@@ -58,7 +58,11 @@ from run_record import RESULTS, environment, write_results  # noqa: E402
 
 import pymc_minibatch as pmm  # noqa: E402
 from pymc_minibatch.kernels import particle_velocities  # noqa: E402
-from tests.support.zoo_hierarchical import HIERARCHICAL_ZOO, hierarchical_reference  # noqa: E402
+from tests.support.zoo_hierarchical import (  # noqa: E402
+    HIERARCHICAL_ZOO,
+    hierarchical_reference,
+    model_name,
+)
 
 #: Each family's group scales.
 SCALES = {"intercepts_logistic": ("tau",), "slopes_normal": ("tau_a", "tau_b")}
@@ -72,9 +76,10 @@ def _variant(n_particles, group_spread):
     return f"{n_particles}" + ("" if group_spread else ", no group spread")
 
 
-def _row(name, n_particles, group_spread, stratify, seed):
+def _row(family, centred, n_particles, group_spread, stratify, seed):
     # set for every run: a worker process runs several
     particle_velocities.GROUP_SPREAD_WEIGHT = DEFAULT_GROUP_SPREAD_WEIGHT if group_spread else 0.0
+    name = model_name(family, 1000, centred)
     model = HIERARCHICAL_ZOO[name].build()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -85,7 +90,7 @@ def _row(name, n_particles, group_spread, stratify, seed):
     reference = hierarchical_reference(name)
     summary = summarise(idata, particles=True)
     scales = {label: (summary[label]["mean"] - reference[label]["mean"]) / reference[label]["sd"]
-              for label in SCALES[name.rsplit("_G", 1)[0]]}  # fmt: skip
+              for label in SCALES[family]}  # fmt: skip
     families = collections.defaultdict(list)
     for label, ref in reference.items():
         families[label.split("[")[0]].append(summary[label]["sd"] / ref["sd"])
@@ -132,9 +137,9 @@ def main():
                              "(stratified by group) or uniform")  # fmt: skip
     args = parser.parse_args()
     stratify = args.stratify == "auto" and "auto"
-    names = [f"{family}_G1000_{args.form}" for family in SCALES]
-    chosen = [(name, *VARIANTS[variant], stratify, seed)
-              for name in names for variant in args.variants for seed in SEEDS]  # fmt: skip
+    centred = args.form == "centred"
+    chosen = [(family, centred, *VARIANTS[variant], stratify, seed)
+              for family in SCALES for variant in args.variants for seed in SEEDS]  # fmt: skip
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         futures = {settings: pool.submit(_row, *settings) for settings in chosen}
         rows = [futures[settings].result() for settings in chosen]
@@ -158,7 +163,8 @@ def main():
                          for label, v in scales.items())  # fmt: skip
         print(f"{name.split('_')[0]:10s} n_particles={variant:22s}  {text}")
     write_results(args.json, {
-        "models": names, "environment": environment(), "runs": rows,
+        "models": [model_name(family, 1000, centred) for family in SCALES],
+        "environment": environment(), "runs": rows,
         "seed_averages": [
             {"model": name, "variant": variant,
              **{key: {label: {"mean": v[field][0], "se": v[field][1]}

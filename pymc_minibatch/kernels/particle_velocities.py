@@ -163,13 +163,13 @@ def linear_svgd_velocity(theta, grads, weight=None, blocks=None):
     if blocks is None or np.ndim(blocks) < 2 or np.shape(blocks)[1] < 2:
         return velocity
     blocks = np.asarray(blocks)
-    block_centred = centred[:, blocks]  # (M, G, k)
+    block_centred, block_grads = centred[:, blocks], grads[:, blocks]  # (M, G, k)
     # mean_l((theta_lk - m_k) grad_lj) per block, (G, k, j), without an (M, G, k, j) array
-    moments = np.matmul(block_centred.transpose(1, 2, 0), grads[:, blocks].transpose(1, 0, 2))
+    moments = np.matmul(block_centred.transpose(1, 2, 0), block_grads.transpose(1, 0, 2))
     moments = moments / theta.shape[0] + np.eye(blocks.shape[1])
     features = block_centred / variances[blocks]  # (M, G, k)
     velocity[:, blocks] = weight * (
-        grads[:, blocks].mean(axis=0) + np.einsum("mgk,gkj->mgj", features, moments)
+        block_grads.mean(axis=0) + np.einsum("mgk,gkj->mgj", features, moments)
     )
     return velocity
 
