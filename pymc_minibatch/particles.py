@@ -356,7 +356,9 @@ def sample_particles(
     batch_size = chosen_batch_size(batch_size, n_data)
     rng = np.random.default_rng(random_seed)
     laplace = isinstance(init, str) and init == "laplace"
-    use_control_variates = cv.use_control_variates(control_variates, batch_size, n_data)
+    use_control_variates = cv.use_control_variates(
+        control_variates, batch_size, n_data, minibatch_model.laplace_is_exact
+    )
     started = time.perf_counter()
     fit = minibatch_model.laplace() if (precondition or laplace or use_control_variates) else None
     thetas = (

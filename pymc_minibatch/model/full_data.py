@@ -27,6 +27,7 @@ import numpy as np
 import scipy.optimize
 
 from pymc_minibatch.model.dask_passes import SummedFirstOutput
+from pymc_minibatch.model.diagonal_fit import needs_diagonal_fit
 from pymc_minibatch.model.laplace import fit_laplace
 from pymc_minibatch.model.structure import detect_structure
 
@@ -155,7 +156,9 @@ class FullData:
 
         The mode by Newton's method with the exact full-data Hessian from the initial point,
         and that Hessian there, factorised (block by block in hierarchical models); see
-        :mod:`pymc_minibatch.model.laplace`. ``rng`` jitters the starts of the searches tried
+        :mod:`pymc_minibatch.model.laplace`. Where that curvature is out of reach (see
+        :meth:`laplace_is_exact`), a centre found by Adam and a diagonal precision
+        (:class:`~pymc_minibatch.model.diagonal_fit.DiagonalFit`). ``rng`` jitters the starts of the searches tried
         again when the first does not end at a mode (default: a fixed seed, so that the fit
         is a function of the model).
 
@@ -171,6 +174,12 @@ class FullData:
             with self.setup_report.stage("Laplace fit"):
                 self._laplace = fit_laplace(self, rng=rng)
         return self._laplace
+
+    def laplace_is_exact(self):
+        """Whether :meth:`laplace` is the exact Laplace fit, as opposed to the diagonal fit
+        of models whose exact curvature is out of reach (networks;
+        :mod:`pymc_minibatch.model.diagonal_fit`). Needs :meth:`structure` only."""
+        return not needs_diagonal_fit(self.structure())
 
     def structure(self):
         """Which coordinates of ``theta`` each row touches (computed once, then cached):

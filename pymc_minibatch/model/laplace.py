@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels.arrowhead import ArrowheadFactor, ArrowheadMatrix, damped_cholesky
+from pymc_minibatch.model.diagonal_fit import fit_diagonal, needs_diagonal_fit
 from pymc_minibatch.model.mode_search import (
     draw_subsample,
     full_data_posterior,
@@ -114,10 +115,18 @@ class LaplaceFit(NamedTuple):
     """Full-data passes spent (structure, Hessians and line-search evaluations)."""
     seconds: float
 
+    exact = True
+    """The exact curvature (as opposed to a
+    :class:`~pymc_minibatch.model.diagonal_fit.DiagonalFit`)."""
+
     def draw(self, rng, size=None):
         """Draws from the Laplace approximation ``N(theta_hat, L L^T)``, shape ``size + (d,)``."""
         shape = (self.mode.size,) if size is None else (size, self.mode.size)
         return self.mode + self.preconditioner.to_theta(rng.standard_normal(shape))
+
+    def start(self, rng):
+        """Where a chain starts: a draw of the approximation, in the bulk of the posterior."""
+        return self.draw(rng)
 
     def covariance_diagonal(self):
         """The variances of the Laplace approximation."""
@@ -143,7 +152,11 @@ def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
 
     Returns
     -------
-    LaplaceFit
+    LaplaceFit or DiagonalFit
+        The latter where the exact curvature is out of reach (more than
+        :data:`~pymc_minibatch.model.curvature.MAX_SHARED` coordinates touched by rows of
+        more than one group, as the weights of a network):
+        :mod:`pymc_minibatch.model.diagonal_fit`.
 
     Raises
     ------
@@ -158,8 +171,10 @@ def fit_laplace(minibatch_model, start=None, rng=None, structure=None):
     """
     mm = minibatch_model
     started, passes_before = time.perf_counter(), mm.full_data_passes
-    rng = np.random.default_rng(RETRY_SEED) if rng is None else rng
     structure = mm.structure() if structure is None else structure
+    if needs_diagonal_fit(structure):
+        return fit_diagonal(mm, structure, rng)
+    rng = np.random.default_rng(RETRY_SEED) if rng is None else rng
     initial = mm.initial_theta() if start is None else np.asarray(start, dtype=np.float64)
     searches = []
     posterior, subsample = full_data_posterior(mm), draw_subsample(mm, structure)

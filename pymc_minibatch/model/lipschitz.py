@@ -165,10 +165,11 @@ def linear_predictors(
     base = evaluate(theta0)
     at_expansion = None if expansion_point is None else evaluate(expansion_point)
     predictors = []
+    units = np.eye(mm.ndim)  # once: built per coordinate it cost O(d^3)
     for term, (name, rv) in enumerate(zip(graph.row_term_names, graph.row_rvs, strict=True)):
         design = np.empty((mm.n_data, mm.ndim))
         for j in range(mm.ndim):
-            design[:, j] = evaluate(theta0 + np.eye(mm.ndim)[j])[term] - base[term]
+            design[:, j] = evaluate(theta0 + units[j])[term] - base[term]
         _check_linear(evaluate, term, theta0, base[term], design, name, random_seed, remedy)
         predictors.append(
             LinearPredictor(

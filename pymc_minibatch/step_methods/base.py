@@ -286,7 +286,7 @@ class MetropolisStep(MinibatchStep):
         self.started = True
         if self.laplace is None:
             return q0
-        start = self.laplace.draw(self.rng)
+        start = self.laplace.start(self.rng)
         if not np.isfinite(self.minibatch_model.logprior(start)):
             start = self.laplace.mode
         return RaveledVars(start, q0.point_map_info)

@@ -18,6 +18,7 @@ from pymc_minibatch.kernels.exact_tuning import (
 )
 from pymc_minibatch.kernels.pcn import RhoSearch
 from pymc_minibatch.kernels.tuna import RowBounds, single_group
+from pymc_minibatch.model.curvature import MAX_SHARED
 from pymc_minibatch.model.expansions import (
     default_group_radius,
     first_order_bounds,
@@ -268,6 +269,7 @@ def resolve_bounds(bounds, minibatch_model, expansion_order="auto", trust_region
     if needs_row_expansions(mm):
         # no global bound (or a LogNormal): control variates of order 2 or 1, on a trust
         # region where a likelihood needs one
+        _require_exact_curvature(mm)
         if not automatic and expansion_order == 0:
             try:
                 linear_predictors(mm)
@@ -284,6 +286,8 @@ def resolve_bounds(bounds, minibatch_model, expansion_order="auto", trust_region
         return bounds, FirstOrderResiduals(mm, laplace.mode)
     # automatic: refuses unsupported likelihoods
     order = _automatic_order(mm) if automatic else int(expansion_order)
+    if order:
+        _require_exact_curvature(mm)
     if order == 2:
         return _second_order(mm, radius())
     center = mm.laplace().mode if order == 1 else None
@@ -304,6 +308,25 @@ def _second_order(minibatch_model, radius):
     return bounds, SecondOrderResiduals(mm, expansion)
 
 
+def _require_exact_curvature(minibatch_model):
+    """Refuse control variates without the exact Laplace fit (a model too big for it).
+
+    Raises
+    ------
+    BoundsUnavailableError
+        If :meth:`MinibatchModel.laplace_is_exact` is False.
+    """
+    mm = minibatch_model
+    if not mm.laplace_is_exact():
+        raise BoundsUnavailableError(
+            f"control variates and trust regions need the exact curvature at the mode, out of "
+            f"reach here: {mm.structure().shared.size} coordinates are touched by rows of "
+            f"more than one group (above {MAX_SHARED}); use expansion_order=0 where the "
+            "likelihood has global bounds, or a sampler built for big models (the "
+            "stochastic-gradient presets, MINT, the particle methods)"
+        )
+
+
 def _automatic_order(minibatch_model):
     """The highest order of control variates the model's likelihoods allow (see
     :func:`resolve_bounds`).
@@ -315,6 +338,8 @@ def _automatic_order(minibatch_model):
     """
     mm = minibatch_model
     families = observed_families(mm)
+    if not mm.laplace_is_exact():
+        return 0
     if (
         all(f.third is not None for f in families)
         and not mm.shared

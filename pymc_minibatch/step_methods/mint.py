@@ -172,6 +172,19 @@ class MINT(MetropolisStep):
             # the tempered posterior is sqrt(T) times wider than the base default assumes
             self.initial_proposal_scale = 2.38 * np.sqrt(self.temperature / (mm.ndim * mm.n_data))
 
+    def __repr__(self):
+        covariance = ""
+        if self.proposal == "rw":
+            covariance = ", proposal_cov="
+            if self.laplace is None:
+                covariance += "given" if self.proposal_chol is not None else "None"
+            else:
+                covariance += "'laplace'" if self.laplace.exact else "'diagonal'"
+        return (
+            f"{type(self).__name__}(batch_size={self.batch_size}, "
+            f"temperature={self.temperature:.4g}, proposal={self.proposal!r}{covariance})"
+        )
+
     @property
     def temperature(self):
         """``T = n^(1 - lambda)``."""

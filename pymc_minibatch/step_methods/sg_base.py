@@ -161,7 +161,9 @@ class SGMCMC(MinibatchStep):
         self.config = config
         given_schedule = None if step_size is None else as_schedule(step_size)
         self.precondition = step_size is None if precondition is None else bool(precondition)
-        self.control_variates = use_control_variates(control_variates, self.batch_size, mm.n_data)
+        self.control_variates = use_control_variates(
+            control_variates, self.batch_size, mm.n_data, mm.laplace_is_exact
+        )
         need_laplace = self.precondition or self.control_variates
         self.laplace = mm.laplace() if need_laplace else None
         self.answer_check = self._answer_check()
@@ -223,9 +225,12 @@ class SGMCMC(MinibatchStep):
         self.check_state = None if self.answer_check is None else self.answer_check.start()
 
     def __repr__(self):
+        precondition = self.precondition
+        if precondition and not self.laplace.exact:
+            precondition = "'diagonal'"  # the diagonal fit of a model too big for the exact one
         return (
             f"{type(self).__name__}(batch_size={self.batch_size}, "
-            f"control_variates={self.control_variates}, precondition={self.precondition}, "
+            f"control_variates={self.control_variates}, precondition={precondition}, "
             f"updates_per_draw={self.updates_per_draw})"
         )
 
@@ -284,7 +289,7 @@ class SGMCMC(MinibatchStep):
         falls outside the prior's support), else PyMC's point."""
         if not self.precondition:
             return theta.copy()
-        start = self.laplace.draw(self.rng)
+        start = self.laplace.start(self.rng)
         if not np.isfinite(self.minibatch_model.logprior(start)):
             start = self.laplace.mode
         return start

@@ -1,0 +1,114 @@
+"""The diagonal fit of models too big for the exact curvature (networks): its estimators
+against exact sums, and the samplers that take it instead of refusing the model."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_minibatch as pmm
+from pymc_minibatch.exceptions import BoundsUnavailableError
+from pymc_minibatch.model import diagonal_fit
+from pymc_minibatch.model.curvature import MAX_SHARED
+from pymc_minibatch.model.diagonal_fit import DiagonalFit, fisher_diagonal, prior_precision
+from tests.support.networks import N_PARAMETERS, accuracy, labelled_rows, network
+
+
+@pytest.fixture(scope="module")
+def network_model():
+    return network()
+
+
+@pytest.fixture(scope="module")
+def network_fit(network_model):
+    mm = pmm.MinibatchModel(network_model)
+    return mm, mm.laplace()
+
+
+def _logistic(n_rows, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n_rows, 3))
+    y = (rng.random(n_rows) < 1.0 / (1.0 + np.exp(-x @ [1.0, -0.5, 0.2]))).astype(int)
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 2.0, shape=3)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=y)
+    return model, x, y
+
+
+def test_fisher_diagonal_matches_the_rows_centred_sum_of_squares(monkeypatch):
+    """The spread of minibatch gradients (400 rows, batches of 100 without replacement, so
+    the finite-population factor 0.75 matters) gives ``sum_i (g_i - mean g)^2`` of the
+    rows' gradients: within 4 standard errors of the estimate (2000 batches: a relative sd
+    of sqrt(2 / 1999) = 3.2% per coordinate), and a factor off by 0.75 would fail."""
+    monkeypatch.setattr(diagonal_fit, "FISHER_BATCHES", 2000)
+    model, x, y = _logistic(400)
+    mm = pmm.MinibatchModel(model)
+    theta = np.array([0.8, -0.3, 0.4])
+    rows = (y - 1.0 / (1.0 + np.exp(-x @ theta)))[:, None] * x  # each row's gradient
+    exact = np.sum((rows - rows.mean(axis=0)) ** 2, axis=0)
+    estimate = fisher_diagonal(mm, theta, 100, np.random.default_rng(1))
+    np.testing.assert_allclose(estimate, exact, rtol=4 * np.sqrt(2 / 1999))
+
+
+def test_prior_precision_is_exact_for_independent_priors():
+    model, _, _ = _logistic(50)
+    mm = pmm.MinibatchModel(model)
+    precision = prior_precision(mm, np.array([0.1, 2.0, -3.0]), np.random.default_rng(0))
+    np.testing.assert_allclose(precision, 0.25)
+
+
+def test_a_network_gets_the_diagonal_fit(network_model, network_fit):
+    """Above MAX_SHARED weights the exact fit is out of reach: Adam finds a centre that
+    classifies held-out rows far better than chance (1/3; the labelling network itself
+    scores 0.86 there), with a finite positive scale for
+    every weight, and no full-data pass."""
+    mm, fit = network_fit
+    assert mm.ndim == N_PARAMETERS > MAX_SHARED and not mm.laplace_is_exact()
+    assert isinstance(fit, DiagonalFit) and not fit.exact and not fit.is_mode
+    assert fit.passes == 0 and mm.full_data_passes == 0
+    scale = fit.preconditioner.scale
+    assert np.all(np.isfinite(scale)) and np.all(scale > 0)
+    x_test, y_test = labelled_rows(1000, seed=1)
+    assert accuracy(mm.point_from_theta(fit.mode), x_test, y_test) > 0.75
+    assert mm.logp_and_grad(fit.mode)[0] > mm.logp_and_grad(mm.initial_theta())[0]
+    np.testing.assert_array_equal(fit.start(np.random.default_rng(0)), fit.mode)
+
+
+@pytest.mark.parametrize("preset", ["SGLD", "SGHMC", "SGNHT", "SGMGT", "SGMGTD"])
+def test_sg_presets_run_on_a_network_at_their_defaults(network_model, network_fit, preset):
+    """No refusal: preconditioned by the diagonal fit, without control variates (the
+    Adam centre is no mode to expand around), the chains start at the centre and keep
+    classifying held-out rows well."""
+    with network_model:
+        step = getattr(pmm, preset)(batch_size=100, updates_per_draw=10)
+        assert repr(step).endswith(
+            "control_variates=False, precondition='diagonal', updates_per_draw=10)"
+        )
+        assert step.noise_ratio == pytest.approx(2000 / 100 - 1)
+        idata = pm.sample(step=step, draws=20, tune=0, chains=1, progressbar=False,
+                          random_seed=1, compute_convergence_checks=False)  # fmt: skip
+    last = {name: idata.posterior[name].values[0, -1] for name in ("w1", "b1", "w2", "b2")}
+    x_test, y_test = labelled_rows(1000, seed=1)
+    assert accuracy(last, x_test, y_test) > 0.6
+
+
+def test_mint_runs_on_a_network_with_the_diagonal_proposal(network_model):
+    with network_model:
+        step = pmm.MINT(batch_size=100)
+        assert repr(step).endswith("proposal='rw', proposal_cov='diagonal')")
+        idata = pm.sample(step=step, draws=20, tune=20, chains=1, progressbar=False,
+                          random_seed=1, compute_convergence_checks=False)  # fmt: skip
+    assert np.all(np.isfinite(idata.posterior["w1"].values))
+
+
+def test_tunamh_on_a_model_too_big_for_the_exact_fit_has_no_control_variates():
+    """A logistic regression with 3001 coefficients: plain bounds (order 0) by default, and a
+    clear refusal of control variates, which need the exact curvature."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, MAX_SHARED + 1)) / np.sqrt(MAX_SHARED)
+    y = rng.integers(0, 2, size=300)
+    with pm.Model():
+        beta = pm.Normal("beta", 0.0, 1.0, shape=MAX_SHARED + 1)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=y)
+        assert repr(pmm.TunaMH()) == "TunaMH(expansion_order=0, proposal='rw')"
+        with pytest.raises(BoundsUnavailableError, match="exact curvature"):
+            pmm.TunaMH(expansion_order=2)
