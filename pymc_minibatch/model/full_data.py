@@ -158,9 +158,10 @@ class FullData:
         and that Hessian there, factorised (block by block in hierarchical models); see
         :mod:`pymc_minibatch.model.laplace`. Where that curvature is out of reach (see
         :meth:`laplace_is_exact`), a centre found by Adam and a diagonal precision
-        (:class:`~pymc_minibatch.model.diagonal_fit.DiagonalFit`). ``rng`` jitters the starts of the searches tried
-        again when the first does not end at a mode (default: a fixed seed, so that the fit
-        is a function of the model).
+        (:class:`~pymc_minibatch.model.diagonal_fit.DiagonalFit`). ``rng`` jitters the
+        starts of the searches tried again when the first does not end at a mode, or draws
+        the diagonal fit's batches (default: a fixed seed, so that the fit is a function of
+        the model).
 
         Examples
         --------
