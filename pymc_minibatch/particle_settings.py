@@ -94,6 +94,15 @@ DEFAULT_BATCH_SIZE = 1000
 DEFAULT_PARTICLES = 100
 """Particles by default (``n_particles="auto"``), except SVGD's on models of many groups."""
 
+BIG_MODEL_PARTICLES = 20
+"""Particles by default on a model too big for the exact Laplace fit (a network; see
+:mod:`pymc_minibatch.model.diagonal_fit`): each step costs ``M`` minibatch gradients, and
+``M`` networks are an ensemble whose predictions average over modes."""
+
+BIG_MODEL_BATCH_SIZE = 100
+"""Rows per step by default on such a model: the batch of the networks of Chen et al.
+(2018) and Li & Wong (2017), at which a step costs ``M`` gradients of a hundred rows."""
+
 GROUP_PARTICLES = 200
 """SVGD's particles by default on a hierarchical model of at least ``MANY_GROUPS`` groups.
 
@@ -225,10 +234,9 @@ def checked_settings(method, n_particles, n_steps, bandwidth_scale, wasserstein_
             auto = " or 'auto'" if name == "n_particles" else ""
             raise ValueError(f"{name} must be an integer of at least {least}{auto}, "
                              f"got {value!r}")  # fmt: skip
-    weight = wasserstein_weight
-    if weight is None:  # w-SGLD's sum over M previous particles, scaled as SVGD's mean
-        count = DEFAULT_PARTICLES if automatic else n_particles  # w-SGLD's "auto"
-        weight = 1.0 / count if method == "wsgld" else 0.0
+    # w-SGLD's default, 1 / M (its sum over M previous particles scaled as SVGD's mean), is
+    # set once M is known (wasserstein_weight_default)
+    weight = 0.0 if wasserstein_weight is None else wasserstein_weight
     settings = {
         "bandwidth_scale": DEFAULT_BANDWIDTH_SCALE[method],
         "wasserstein_weight": weight,
@@ -261,10 +269,13 @@ def momentum_beta(momentum, method, minibatch_model=None, fit=None, batch_size=N
 
 def particle_count(n_particles, method, minibatch_model):
     """``n_particles`` (checked by :func:`checked_settings`), or the default of ``"auto"``:
+    ``BIG_MODEL_PARTICLES`` on a model too big for the exact Laplace fit,
     ``GROUP_PARTICLES`` for SVGD on a model of at least ``MANY_GROUPS`` groups, else
     ``DEFAULT_PARTICLES``."""
     if not (isinstance(n_particles, str) and n_particles == "auto"):
         return int(n_particles)
+    if not minibatch_model.laplace_is_exact():
+        return BIG_MODEL_PARTICLES
     many_groups = method == "svgd" and minibatch_model.structure().n_groups >= MANY_GROUPS
     return GROUP_PARTICLES if many_groups else DEFAULT_PARTICLES
 
@@ -289,13 +300,20 @@ def _check_positive(name, value):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
-def chosen_batch_size(batch_size, n_data):
-    """``batch_size`` checked, or ``min(n_data, DEFAULT_BATCH_SIZE)``."""
-    return (
-        min(n_data, DEFAULT_BATCH_SIZE)
-        if batch_size is None
-        else checked_batch_size(batch_size, n_data)
-    )
+def wasserstein_weight_default(method, n_particles):
+    """The weight of the eq. (21) term when none is given: ``1 / M`` for w-SGLD (its sum
+    over the ``M`` previous particles scaled as SVGD's mean), 0 for pi-SGLD."""
+    return 1.0 / n_particles if method == "wsgld" else 0.0
+
+
+def chosen_batch_size(batch_size, minibatch_model):
+    """``batch_size`` checked, or ``min(N, DEFAULT_BATCH_SIZE)`` (``BIG_MODEL_BATCH_SIZE``
+    on a model too big for the exact Laplace fit)."""
+    n_data = minibatch_model.n_data
+    if batch_size is not None:
+        return checked_batch_size(batch_size, n_data)
+    default = DEFAULT_BATCH_SIZE if minibatch_model.laplace_is_exact() else BIG_MODEL_BATCH_SIZE
+    return min(n_data, default)
 
 
 def initial_particles(init, minibatch_model, n_particles, rng, centring):

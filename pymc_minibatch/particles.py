@@ -61,6 +61,7 @@ from pymc_minibatch.particle_settings import (
     particle_count,
     warn_if_far,
     warn_if_unsettled,
+    wasserstein_weight_default,
 )
 from pymc_minibatch.particle_settings import check_batch_count as _check_batch_count
 from pymc_minibatch.results import draws_to_result
@@ -154,6 +155,8 @@ def sample_particles(
     n_particles : int or "auto", default "auto"
         Number of particles ``M`` (at least 2). Each step costs ``M`` gradient calls on
         ``batch_size`` rows plus ``O(M^2 d)`` for the interactions. ``"auto"``:
+        ``BIG_MODEL_PARTICLES`` (20) on a model too big for the exact Laplace fit (a
+        network: see :mod:`pymc_minibatch.model.diagonal_fit`), else
         ``DEFAULT_PARTICLES`` (100), and for SVGD on a hierarchical model of at least
         ``MANY_GROUPS`` (500) groups ``GROUP_PARTICLES`` (200), where 100 particles leave a
         group scale low by more than 0.1 posterior sd (measured in ``GROUP_PARTICLES``).
@@ -163,7 +166,8 @@ def sample_particles(
         per coordinate (see ``kernel``) dominates the cost, which grows as ``M^2``.
     n_steps : int, default 1000
     batch_size : int, optional
-        Rows per step (at most, with stratified batches); default ``min(N, 1000)``.
+        Rows per step (at most, with stratified batches); default ``min(N, 1000)``, and
+        ``min(N, 100)`` on a model too big for the exact Laplace fit.
     stratify : {"auto", True, False}, default "auto"
         Batches stratified by group in a hierarchical model (rows that touch the parameters
         of one group each, as the Laplace fit finds them): every group of at most ``m``
@@ -245,12 +249,15 @@ def sample_particles(
         Statistics and Computing). Unbiased, and its noise shrinks with the distance to the
         mode instead of growing with ``N / batch_size``. The batch is shared, so the extra
         gradient at ``theta_hat`` costs one call per step for all particles. ``"auto"``:
-        on unless every step uses all rows.
+        on unless every step uses all rows or the model is too big for the exact Laplace
+        fit (its center is then a local mode found by Adam, see
+        :func:`~pymc_minibatch.model.control_variates.use_control_variates`).
     init : {"laplace", "prior", "jitter"} or array, default "laplace"
         ``"laplace"``: draws from the Laplace approximation at the mode (the normal with
         the curvature used for preconditioning), which start the particles in the bulk
-        of the posterior; ``"prior"``: independent prior draws, which let particles find
-        separate modes of a multimodal posterior (but start far out for tall data);
+        of the posterior (on a model too big for it, from the diagonal fit);
+        ``"prior"``: independent prior draws, which let particles find separate modes of a
+        multimodal posterior (but start far out for tall data);
         ``"jitter"``: the model's initial point plus uniform(-1, 1) jitter in the
         transformed space, as ``pm.sample``'s "jitter"; or an array ``(n_particles, ndim)``
         of flat transformed values (see :class:`MinibatchModel`).
@@ -353,7 +360,9 @@ def sample_particles(
     if bandwidth_scale is None and settings["kernel"] == "coordinates":
         settings["bandwidth_scale"] = 1.0
     n_data = minibatch_model.n_data
-    batch_size = chosen_batch_size(batch_size, n_data)
+    batch_size = chosen_batch_size(batch_size, minibatch_model)
+    if wasserstein_weight is None:
+        settings["wasserstein_weight"] = wasserstein_weight_default(method, n_particles)
     rng = np.random.default_rng(random_seed)
     laplace = isinstance(init, str) and init == "laplace"
     use_control_variates = cv.use_control_variates(
@@ -368,7 +377,8 @@ def sample_particles(
     )
     noise_ratio = 0.0 if use_control_variates else n_data / batch_size - 1.0
     estimate = grad_estimator(minibatch_model, fit.mode if use_control_variates else None,
-                              particles=True)  # fmt: skip
+                              particles=True,
+                              vectorised=minibatch_model.laplace_is_exact())  # fmt: skip
     preconditioner = (
         fit.preconditioner if precondition else identity_preconditioner(minibatch_model.ndim)
     )

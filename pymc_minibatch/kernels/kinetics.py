@@ -29,6 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pymc_minibatch.kernels.noise import standard_normal
+
 
 class MomentumDraw(NamedTuple):
     momentum: np.ndarray
@@ -59,7 +61,7 @@ class GaussianKinetics:
 
     def sample(self, rng: np.random.Generator, size) -> MomentumDraw:
         """Exact draws from ``exp(-K)``: standard normal."""
-        return MomentumDraw(rng.standard_normal(size), 1.0)
+        return MomentumDraw(standard_normal(rng, size), 1.0)
 
     def __repr__(self):
         return "GaussianKinetics()"

@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pymc_minibatch.kernels.noise import standard_normal
 from pymc_minibatch.kernels.random_walk import propose
 
 
@@ -89,7 +90,7 @@ class Info(NamedTuple):
 
 def sgld_proposal(rng: np.random.Generator, position, gradient, step_size: float):
     """``theta + (h / 2) g + sqrt(h) xi``, ``xi ~ N(0, I)`` (Welling & Teh 2011)."""
-    noise = rng.standard_normal(position.shape)
+    noise = standard_normal(rng, position.shape)
     return position + 0.5 * step_size * gradient + np.sqrt(step_size) * noise
 
 

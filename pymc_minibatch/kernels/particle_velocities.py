@@ -20,9 +20,15 @@ import numpy as np
 
 
 def squared_distances(a, b):
-    """``|a_i - b_j|^2`` for every pair of rows, shape ``(len(a), len(b))``."""
-    difference = a[:, None, :] - b[None, :, :]
-    return np.einsum("ijk,ijk->ij", difference, difference)
+    """``|a_i - b_j|^2`` for every pair of rows, shape ``(len(a), len(b))``.
+
+    Summed over chunks of :data:`COORDINATE_CHUNK` pair-coordinate entries: the
+    differences of 100 particles of a network of 10^5 weights would take 8 GB at once."""
+    total = np.zeros((len(a), len(b)))
+    for cols in _column_chunks(max(len(a), len(b)), a.shape[1]):
+        difference = a[:, None, cols] - b[None, :, cols]
+        total += np.einsum("ijk,ijk->ij", difference, difference)
+    return total
 
 
 def median_bandwidth(sq_dists):

@@ -8,10 +8,12 @@ is :mod:`pymc_minibatch.kernels.exact_mh` with its ``metropolis_rule``.
 
 import numpy as np
 
+from pymc_minibatch.kernels.noise import standard_normal
+
 
 def propose(rng: np.random.Generator, position, scale: float, chol=None):
     """A Gaussian random-walk proposal ``position + scale * chol @ z``."""
-    noise = rng.standard_normal(position.shape)
+    noise = standard_normal(rng, position.shape)
     if chol is not None:
         noise = chol @ noise
     return position + scale * noise

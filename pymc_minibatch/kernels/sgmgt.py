@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels.kinetics import GaussianKinetics, MonomialKinetics, make_kinetics
+from pymc_minibatch.kernels.noise import standard_normal
 
 
 class SGMGTConfig(NamedTuple):
@@ -214,27 +215,27 @@ def euler_step(
     kinetics = config.kinetics
     if kinetics is None:
         theta = theta + h * config.sigma_theta * gradient
-        theta = theta + np.sqrt(2.0 * config.sigma_theta * h) * rng.standard_normal(theta.shape)
+        theta = theta + np.sqrt(2.0 * config.sigma_theta * h) * standard_normal(rng, theta.shape)
         return state._replace(position=theta), info
 
     p, xi = state.momentum, state.thermostat
     friction = config.sigma_p + config.gamma * xi
     p = p + h * gradient - h * friction * kinetics.grad(p)
     if config.sigma_p > 0:
-        p = p + np.sqrt(2.0 * config.sigma_p * h) * rng.standard_normal(p.shape)
+        p = p + np.sqrt(2.0 * config.sigma_p * h) * standard_normal(rng, p.shape)
 
     velocity = kinetics.grad(p)
     theta = theta + h * velocity
     if config.sigma_theta > 0:
         theta = theta + h * config.sigma_theta * gradient
-        theta = theta + np.sqrt(2.0 * config.sigma_theta * h) * rng.standard_normal(theta.shape)
+        theta = theta + np.sqrt(2.0 * config.sigma_theta * h) * standard_normal(rng, theta.shape)
 
     drift = -config.sigma_xi * xi
     if config.gamma > 0:
         drift = drift + config.gamma * (velocity**2 - kinetics.hess_diag(p))
     xi = xi + h * drift
     if config.sigma_xi > 0:
-        xi = xi + np.sqrt(2.0 * config.sigma_xi * h) * rng.standard_normal(xi.shape)
+        xi = xi + np.sqrt(2.0 * config.sigma_xi * h) * standard_normal(rng, xi.shape)
     return state._replace(position=theta, momentum=p, thermostat=xi), info
 
 
@@ -246,7 +247,7 @@ def resample_momentum(rng: np.random.Generator, state: SGState, config: SGMGTCon
 
 def resample_thermostat(rng: np.random.Generator, state: SGState) -> SGState:
     """Redraw ``xi`` from its marginal ``N(0, 1)``."""
-    return state._replace(thermostat=rng.standard_normal(state.thermostat.shape))
+    return state._replace(thermostat=standard_normal(rng, state.thermostat.shape))
 
 
 def kinetic_energy(state: SGState, config: SGMGTConfig) -> float:

@@ -87,7 +87,7 @@ def use_control_variates(control_variates, batch_size, n_data, exact_fit=lambda:
     ``False`` as given.
 
     Without the exact Laplace fit (a network: :mod:`pymc_minibatch.model.diagonal_fit`) the
-    centre is a local mode found by Adam, and the estimate's noise around it grows far
+    center is a local mode found by Adam, and the estimate's noise around it grows far
     beyond the plain one's a short way off: on a 784-50-10 network over 20,000 rows, at
     draws of the diagonal fit, the noise per preconditioned coordinate was 41,095 with
     control variates against 199 without (``benchmarks/big_models.py``), at twice the cost

@@ -8,7 +8,7 @@ the samplers that start from the fit and are preconditioned by it (the stochasti
 presets, MINT and CMINT, the particle methods) get this one instead, at the cost of a few
 epochs of minibatch gradients and ``O(d)`` memory:
 
-1. **A centre** by Adam (Kingma & Ba 2015, "Adam: a method for stochastic optimization",
+1. **A center** by Adam (Kingma & Ba 2015, "Adam: a method for stochastic optimization",
    ICLR) on minibatch estimates of the log posterior: :data:`EPOCHS` epochs of
    :data:`BATCH_SIZE` rows (at least :data:`MIN_UPDATES` and at most :data:`MAX_UPDATES`
    updates), step size
@@ -43,7 +43,7 @@ from pymc_minibatch.kernels.preconditioning import DiagonalPreconditioner
 from pymc_minibatch.model.curvature import MAX_SHARED, prior_hessian_product
 from pymc_minibatch.model.structure import ParameterStructure
 
-#: Epochs of Adam toward the centre...
+#: Epochs of Adam toward the center...
 EPOCHS = 5
 #: ...but at least this many updates (more epochs on small data)...
 MIN_UPDATES = 1000
@@ -70,13 +70,13 @@ SEED = 20261207
 
 
 class DiagonalFit(NamedTuple):
-    """A centre found by Adam and a diagonal precision there (see the module docstring).
+    """A center found by Adam and a diagonal precision there (see the module docstring).
 
     It stands where a :class:`~pymc_minibatch.model.laplace.LaplaceFit` does for the samplers
     that only start from the fit and precondition with it."""
 
     mode: np.ndarray
-    """The centre: where Adam ended (a local mode at best)."""
+    """The center: where Adam ended (a local mode at best)."""
     preconditioner: DiagonalPreconditioner
     """``theta - mode = scale * z``."""
     structure: ParameterStructure
@@ -100,9 +100,9 @@ class DiagonalFit(NamedTuple):
         return self.mode + self.preconditioner.to_theta(rng.standard_normal(shape))
 
     def start(self, rng):
-        """Where a chain starts: the centre. A draw of the diagonal approximation ignores the
+        """Where a chain starts: the center. A draw of the diagonal approximation ignores the
         correlations between a network's weights and lands far outside the posterior, where
-        the network predicts far worse than at the centre."""
+        the network predicts far worse than at the center."""
         return self.mode.copy()
 
     def covariance_diagonal(self):
@@ -146,13 +146,13 @@ def fit_diagonal(minibatch_model, structure, rng=None):
         raise ValueError("the diagonal fit needs at least two rows")
     batch_size = min(BATCH_SIZE, mm.n_data // 2)
     start = mm.initial_theta() + JITTER * rng.standard_normal(mm.ndim)
-    centre, updates = adam_centre(mm, start, batch_size, rng)
-    precision = prior_precision(mm, centre, rng) + fisher_diagonal(mm, centre, batch_size, rng)
+    center, updates = adam_center(mm, start, batch_size, rng)
+    precision = prior_precision(mm, center, rng) + fisher_diagonal(mm, center, batch_size, rng)
     positive = precision[precision > 0]
     floor = MIN_RELATIVE_PRECISION * (np.median(positive) if positive.size else 1.0)
     precision = np.maximum(precision, floor)
     return DiagonalFit(
-        mode=centre,
+        mode=center,
         preconditioner=DiagonalPreconditioner(1.0 / np.sqrt(precision)),
         structure=structure,
         updates=updates,
@@ -161,7 +161,7 @@ def fit_diagonal(minibatch_model, structure, rng=None):
     )
 
 
-def adam_centre(minibatch_model, start, batch_size, rng):
+def adam_center(minibatch_model, start, batch_size, rng):
     """``(theta, updates)``: Adam's end point from ``start`` on uniform epochs of
     ``batch_size`` rows (see the module docstring)."""
     mm = minibatch_model

@@ -157,7 +157,7 @@ class FullData:
         The mode by Newton's method with the exact full-data Hessian from the initial point,
         and that Hessian there, factorised (block by block in hierarchical models); see
         :mod:`pymc_minibatch.model.laplace`. Where that curvature is out of reach (see
-        :meth:`laplace_is_exact`), a centre found by Adam and a diagonal precision
+        :meth:`laplace_is_exact`), a center found by Adam and a diagonal precision
         (:class:`~pymc_minibatch.model.diagonal_fit.DiagonalFit`). ``rng`` jitters the
         starts of the searches tried again when the first does not end at a mode, or draws
         the diagonal fit's batches (default: a fixed seed, so that the fit is a function of
@@ -179,7 +179,13 @@ class FullData:
     def laplace_is_exact(self):
         """Whether :meth:`laplace` is the exact Laplace fit, as opposed to the diagonal fit
         of models whose exact curvature is out of reach (networks;
-        :mod:`pymc_minibatch.model.diagonal_fit`). Needs :meth:`structure` only."""
+        :mod:`pymc_minibatch.model.diagonal_fit`). Needs :meth:`structure` only.
+
+        Examples
+        --------
+        >>> mm.laplace_is_exact()  # three coefficients: the exact curvature is cheap
+        True
+        """
         return not needs_diagonal_fit(self.structure())
 
     def structure(self):

@@ -15,7 +15,7 @@ import numpy as np
 from pymc_minibatch.model.control_variates import ControlVariateGradients
 
 
-def grad_estimator(minibatch_model, center=None, particles=False):
+def grad_estimator(minibatch_model, center=None, particles=False, vectorised=True):
     """The estimator of the log posterior and its gradient a sampler calls.
 
     Parameters
@@ -29,6 +29,10 @@ def grad_estimator(minibatch_model, center=None, particles=False):
         Estimate at each row of ``thetas`` (shape ``(M, ndim)``) on the same rows:
         ``estimate(thetas, idx)``; otherwise at one point: ``estimate(theta, idx,
         weights=None)``.
+    vectorised : bool, default True
+        With ``particles``, one call of the graph vectorised over the particles
+        (:func:`grad_estimate_particles`); else one call of the one-point function per
+        particle on rows gathered once (:func:`grad_estimate_each`), faster for networks.
 
     Returns
     -------
@@ -52,7 +56,9 @@ def grad_estimator(minibatch_model, center=None, particles=False):
     if center is not None:
         estimate = ControlVariateGradients(minibatch_model, center)
         return estimate.particles if particles else estimate
-    return functools.partial(grad_estimate_particles if particles else grad_estimate,
+    if not particles:
+        return functools.partial(grad_estimate, minibatch_model)
+    return functools.partial(grad_estimate_particles if vectorised else grad_estimate_each,
                              minibatch_model)  # fmt: skip
 
 
@@ -112,6 +118,27 @@ def grad_estimate_particles(minibatch_model, thetas, idx, weights=None):
         weights,
         *mm.row_source.gather(idx),
     )
+    return values, grads
+
+
+def grad_estimate_each(minibatch_model, thetas, idx, weights=None):
+    """:func:`grad_estimate_particles` by one call of the one-point function per particle,
+    on rows gathered once.
+
+    For a network the vectorised graph's batched matrix products run several times slower
+    in PyTensor's C backend than the same products one particle at a time
+    (``benchmarks/big_models.py`` prints both)."""
+    mm = minibatch_model
+    thetas = np.asarray(thetas, dtype=np.float64)
+    if thetas.ndim != 2 or thetas.shape[1] != mm.ndim:
+        raise ValueError(f"thetas must have shape (M, {mm.ndim}), got {thetas.shape}")
+    idx = np.asarray(idx)
+    if idx.size == 0:
+        raise ValueError("grad_estimate_each needs at least one row index")
+    weights, rows = row_weights(mm.n_data, idx, weights), mm.row_source.gather(idx)
+    values, grads = np.empty(len(thetas)), np.empty_like(thetas)
+    for m, theta in enumerate(thetas):
+        values[m], grads[m] = mm.functions.call("grad_estimate", theta, weights, *rows)
     return values, grads
 
 

@@ -57,7 +57,7 @@ def test_prior_precision_is_exact_for_independent_priors():
 
 
 def test_a_network_gets_the_diagonal_fit(network_model, network_fit):
-    """Above MAX_SHARED weights the exact fit is out of reach: Adam finds a centre that
+    """Above MAX_SHARED weights the exact fit is out of reach: Adam finds a center that
     classifies held-out rows far better than chance (1/3; the labelling network itself
     scores 0.86 there), with a finite positive scale for
     every weight, and no full-data pass."""
@@ -76,7 +76,7 @@ def test_a_network_gets_the_diagonal_fit(network_model, network_fit):
 @pytest.mark.parametrize("preset", ["SGLD", "SGHMC", "SGNHT", "SGMGT", "SGMGTD"])
 def test_sg_presets_run_on_a_network_at_their_defaults(network_model, network_fit, preset):
     """No refusal: preconditioned by the diagonal fit, without control variates (the
-    Adam centre is no mode to expand around), the chains start at the centre and keep
+    Adam center is no mode to expand around), the chains start at the center and keep
     classifying held-out rows well."""
     with network_model:
         step = getattr(pmm, preset)(batch_size=100, updates_per_draw=10)
@@ -112,3 +112,24 @@ def test_tunamh_on_a_model_too_big_for_the_exact_fit_has_no_control_variates():
         assert repr(pmm.TunaMH()) == "TunaMH(expansion_order=0, proposal='rw')"
         with pytest.raises(BoundsUnavailableError, match="exact curvature"):
             pmm.TunaMH(expansion_order=2)
+
+
+@pytest.mark.parametrize("method", ["svgd", "wsgld", "wsgld_blob", "pisgld"])
+def test_particles_run_on_a_network_at_their_defaults(network_model, method):
+    """20 particles, batches of 100 rows, no control variates; the ensemble classifies
+    held-out rows well."""
+    idata = pmm.sample_particles(method, n_steps=300, model=network_model, random_seed=1,
+                                 progressbar=False)  # fmt: skip
+    attrs = idata.posterior.attrs
+    assert (attrs["n_particles"], attrs["batch_size"], attrs["control_variates"]) == (20, 100, 0)
+    if method == "wsgld":
+        assert attrs["wasserstein_weight"] == pytest.approx(1 / 20)
+    x_test, y_test = labelled_rows(1000, seed=1)
+    votes = np.zeros((len(y_test), 3))
+    for particle in range(20):
+        point = {name: idata.posterior[name].values[0, particle]
+                 for name in ("w1", "b1", "w2", "b2")}  # fmt: skip
+        hidden = np.tanh(x_test @ point["w1"] + point["b1"])
+        logits = hidden @ point["w2"] + point["b2"]
+        votes[np.arange(len(y_test)), np.argmax(logits, axis=1)] += 1
+    assert np.mean(np.argmax(votes, axis=1) == y_test) > 0.75

@@ -19,6 +19,7 @@ from pytensor.tensor.blockwise import Blockwise
 import pymc_minibatch as pmm
 from pymc_minibatch.model.builders import vectorised_over_theta
 from pymc_minibatch.model.control_variates import ControlVariateGradients
+from pymc_minibatch.model.gradients import grad_estimate_each, grad_estimator
 
 N_ROWS = 400
 RTOL = 1e-10
@@ -167,6 +168,25 @@ def test_weighted_rows_equal_one_particle_at_a_time(adapters, batch_size):
         np.testing.assert_allclose(grad, expected_grad, rtol=RTOL)
     uniform_values, _ = mm.grad_estimate_particles(thetas, idx)
     assert not np.allclose(values, uniform_values)
+
+
+def test_each_particle_in_turn_equals_the_vectorised_call(adapters):
+    """The estimator big models use (one call per particle, rows gathered once) gives the
+    vectorised call's values, with weights too, and refuses the same bad shapes."""
+    mm = adapters[DEFAULT_MODEL]
+    rng = np.random.default_rng(5)
+    thetas = jittered_thetas(mm, 4, rng)
+    idx = rng.integers(0, N_ROWS, size=30)
+    weights = rng.uniform(1.0, 30.0, size=30)
+    for row_weights in (None, weights):
+        each = grad_estimator(mm, particles=True, vectorised=False)(thetas, idx, row_weights)
+        vectorised = mm.grad_estimate_particles(thetas, idx, row_weights)
+        np.testing.assert_allclose(each[0], vectorised[0], rtol=RTOL)
+        np.testing.assert_allclose(each[1], vectorised[1], rtol=RTOL)
+    with pytest.raises(ValueError, match="shape"):
+        grad_estimate_each(mm, np.zeros(mm.ndim), np.arange(10))
+    with pytest.raises(ValueError, match="at least one row"):
+        grad_estimate_each(mm, thetas, np.array([], dtype=np.int64))
 
 
 def test_no_particles_give_empty_results(adapters):

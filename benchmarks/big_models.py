@@ -1,0 +1,145 @@
+"""What an update costs on a Bayesian neural network of the papers' size, against the floor.
+
+What it measures
+----------------
+MINT's MNIST network (Li & Wong 2017, Figure 3): 784-200-10 with ReLU units, 159,010
+weights and biases with ``Normal(0, 1)`` priors, ``pm.Categorical(logit_p=...)`` rows, on
+60,000 rows of MNIST's shape (MNIST cannot be downloaded here: 784 standard normal inputs
+labelled by a fixed random network, :func:`networks.mnist_shaped_data`), batch 100:
+
+* **the floor**: one minibatch gradient of the same log posterior written by hand in NumPy
+  (:class:`networks.HandGradient`), median of repeated calls;
+* the package's own minibatch gradient (``MinibatchModel.grad_estimate``) and a standard
+  normal vector of the network's size from NumPy and from the compiled draw of
+  :mod:`pymc_minibatch.kernels.noise` (the same values);
+* **per update** of every stochastic-gradient preset at its defaults inside ``pm.sample``
+  (``updates_per_draw=50``, one chain, no progress bar), as the difference between a run
+  of 24 draws and one of 4 divided by the 1000 updates between them, so that the run's
+  fixed costs cancel; and per step of MINT and CMINT the same way (1 step per draw); each
+  step's construction time (the diagonal fit: Adam and the Fisher diagonal) beside it;
+* the gradient noise per preconditioned coordinate with and without control variates at
+  draws of the diagonal fit (what ``control_variates="auto"`` decides on).
+
+Run it on an idle machine with one BLAS thread (the floor and the samplers alike)::
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/big_models.py
+
+It writes ``benchmarks/results/big_models_cost.json`` (or ``--json``) with the machine, the
+versions and the command. The rows take 376 MB; the run about ten minutes.
+"""
+
+import argparse
+import time
+
+import numpy as np
+import pymc as pm
+from networks import HandGradient, mnist_shaped_data, n_parameters, network_model
+from run_record import RESULTS, environment, write_results
+
+import pymc_minibatch as pmm
+from pymc_minibatch.kernels.noise import standard_normal
+from pymc_minibatch.kernels.sg_chain import gradient_noise
+from pymc_minibatch.model.gradients import grad_estimator
+
+N_ROWS, HIDDEN, BATCH = 60_000, (200,), 100
+SG_PRESETS = ("SGLD", "SGHMC", "SGNHT", "SGMGT", "SGMGTD")
+UPDATES_PER_DRAW = 50
+SHORT, LONG = 4, 24
+REPEATS = 200
+
+
+def median_ms(function, repeats=REPEATS):
+    """Median wall milliseconds of ``function()`` after one warm-up call."""
+    function()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return 1e3 * float(np.median(times))
+
+
+def marginal_ms(step, model, updates_per_draw, short=SHORT, long=LONG):
+    """Milliseconds per update past a run's fixed costs (two runs, their difference)."""
+    seconds = {}
+    for draws in (short, long):
+        started = time.perf_counter()
+        pm.sample(step=step, draws=draws, tune=0, chains=1, progressbar=False,
+                  random_seed=1, model=model, compute_convergence_checks=False)  # fmt: skip
+        seconds[draws] = time.perf_counter() - started
+    return 1e3 * (seconds[long] - seconds[short]) / ((long - short) * updates_per_draw)
+
+
+def noise_ratios(minibatch_model, fit, seed=0):
+    """The gradient noise per preconditioned coordinate (largest over coordinates) at four
+    draws of the fit, with and without control variates around its centre."""
+    rng = np.random.default_rng(seed)
+    points = fit.draw(rng, size=4)
+    ratios = {}
+    for name, center in (("plain", None), ("control_variates", fit.mode)):
+        estimate = grad_estimator(minibatch_model, center)
+        ratios[name] = gradient_noise(rng, estimate, fit.preconditioner, points,
+                                      minibatch_model.n_data, BATCH)  # fmt: skip
+    return ratios
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", default=str(RESULTS / "big_models_cost.json"),
+                        help="where to write the results (with the machine and versions)")
+    args = parser.parse_args(argv)
+    x, y = mnist_shaped_data(N_ROWS)
+    ndim = n_parameters(x.shape[1], HIDDEN, 10)
+    rng = np.random.default_rng(0)
+    hand = HandGradient(x, y, HIDDEN[0])
+    floor = median_ms(lambda: hand(rng.choice(N_ROWS, BATCH, replace=False)))
+    numpy_normal = median_ms(lambda: rng.standard_normal(ndim))
+    compiled_normal = median_ms(lambda: standard_normal(rng, ndim))
+    model = network_model(x, y, hidden=HIDDEN)
+    mm = pmm.MinibatchModel(model)
+    started = time.perf_counter()
+    fit = mm.laplace()
+    fit_seconds = time.perf_counter() - started
+    theta = fit.mode
+    package_gradient = median_ms(lambda: mm.grad_estimate(theta, rng.choice(N_ROWS, BATCH,
+                                                                            replace=False)))
+    print(f"784-200-10 ReLU network, {ndim} parameters, {N_ROWS} rows, batch {BATCH}")
+    print(f"  floor (hand-written NumPy gradient) {floor:.3f} ms; the package's gradient "
+          f"{package_gradient:.3f} ms ({package_gradient / floor:.2f}x)")  # fmt: skip
+    print(f"  {ndim} standard normals: NumPy {numpy_normal:.3f} ms, compiled "
+          f"{compiled_normal:.3f} ms")  # fmt: skip
+    print(f"  diagonal fit: {fit.updates} Adam updates, {fit_seconds:.1f} s")
+    ratios = noise_ratios(mm, fit)
+    print(f"  gradient noise per preconditioned coordinate at draws of the fit: plain "
+          f"{ratios['plain']:.0f}, with control variates {ratios['control_variates']:.0f}")
+    samplers = []
+    for name in (*SG_PRESETS, "MINT", "CMINT"):
+        started = time.perf_counter()
+        with model:
+            if name in SG_PRESETS:
+                step = getattr(pmm, name)(batch_size=BATCH, updates_per_draw=UPDATES_PER_DRAW)
+            else:
+                step = getattr(pmm, name)(batch_size=BATCH)
+        setup = time.perf_counter() - started
+        per_draw = UPDATES_PER_DRAW if name in SG_PRESETS else 1
+        short, long = (SHORT, LONG) if per_draw > 1 else (50, 1050)
+        update = marginal_ms(step, model, per_draw, short, long)
+        samplers.append({"sampler": name, "repr": repr(step), "setup_seconds": setup,
+                         "update_ms": update, "update_over_floor": update / floor})  # fmt: skip
+        print(f"  {name:<7} {update:7.3f} ms per update = {update / floor:.2f} x the floor "
+              f"(setup {setup:.1f} s) {step!r}")  # fmt: skip
+    write_results(args.json, {
+        "environment": environment(),
+        "network": {"shape": [x.shape[1], *HIDDEN, 10], "activation": "relu",
+                    "parameters": ndim, "rows": N_ROWS, "batch_size": BATCH},
+        "floor_ms": floor,
+        "package_gradient_ms": package_gradient,
+        "normal_draw_ms": {"numpy": numpy_normal, "compiled": compiled_normal},
+        "diagonal_fit": {"adam_updates": fit.updates, "seconds": fit_seconds},
+        "noise_ratio_at_fit_draws": ratios,
+        "samplers": samplers,
+    })  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
