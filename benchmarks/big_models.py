@@ -18,7 +18,11 @@ labelled by a fixed random network, :func:`networks.mnist_shaped_data`), batch 1
   fixed costs cancel; and per step of MINT and CMINT the same way (1 step per draw); each
   step's construction time (the diagonal fit: Adam and the Fisher diagonal) beside it;
 * the gradient noise per preconditioned coordinate with and without control variates at
-  draws of the diagonal fit (what ``control_variates="auto"`` decides on).
+  draws of the diagonal fit (what ``control_variates="auto"`` decides on);
+* **per step of the particle methods** at their defaults (20 particles, batch 100): the
+  difference between runs of 120 and 20 steps over 100, beside 20 gradients (the floor's
+  part of a step), and the 20 particles' gradients from the graph vectorised over the
+  particles against one call per particle (which the defaults use on big models).
 
 Run it on an idle machine with one BLAS thread (the floor and the samplers alike)::
 
@@ -39,13 +43,15 @@ from run_record import RESULTS, environment, write_results
 import pymc_minibatch as pmm
 from pymc_minibatch.kernels.noise import standard_normal
 from pymc_minibatch.kernels.sg_chain import gradient_noise
-from pymc_minibatch.model.gradients import grad_estimator
+from pymc_minibatch.model.gradients import grad_estimate_each, grad_estimator
 
 N_ROWS, HIDDEN, BATCH = 60_000, (200,), 100
 SG_PRESETS = ("SGLD", "SGHMC", "SGNHT", "SGMGT", "SGMGTD")
 UPDATES_PER_DRAW = 50
 SHORT, LONG = 4, 24
 REPEATS = 200
+PARTICLES = 20
+METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
 
 
 def median_ms(function, repeats=REPEATS):
@@ -128,6 +134,28 @@ def main(argv=None):
                          "update_ms": update, "update_over_floor": update / floor})  # fmt: skip
         print(f"  {name:<7} {update:7.3f} ms per update = {update / floor:.2f} x the floor "
               f"(setup {setup:.1f} s) {step!r}")  # fmt: skip
+    particle_gradients = {
+        "vectorised": median_ms(lambda: mm.grad_estimate_particles(
+            fit.draw(rng, PARTICLES), rng.choice(N_ROWS, BATCH, replace=False)), repeats=5),
+        "each": median_ms(lambda: grad_estimate_each(
+            mm, fit.draw(rng, PARTICLES), rng.choice(N_ROWS, BATCH, replace=False)), repeats=5),
+    }  # fmt: skip
+    print(f"  {PARTICLES} particles' gradients: vectorised graph "
+          f"{particle_gradients['vectorised']:.1f} ms, one call per particle "
+          f"{particle_gradients['each']:.1f} ms")  # fmt: skip
+    particles = []
+    for method in METHODS:
+        seconds = {}
+        for n_steps in (20, 120):  # the fit is the same in both: the difference is the steps
+            idata = pmm.sample_particles(method, n_steps=n_steps, model=model, random_seed=1,
+                                         progressbar=False)  # fmt: skip
+            seconds[n_steps] = idata.posterior.attrs["sampling_time"]
+        step_ms = 1e3 * (seconds[120] - seconds[20]) / 100
+        particles.append({"method": method, "n_particles": idata.posterior.attrs["n_particles"],
+                          "step_ms": step_ms,
+                          "step_over_floor": step_ms / (PARTICLES * floor)})  # fmt: skip
+        print(f"  {method:<10} {step_ms:7.1f} ms per step = {step_ms / (PARTICLES * floor):.2f} "
+              f"x {PARTICLES} gradients")  # fmt: skip
     write_results(args.json, {
         "environment": environment(),
         "network": {"shape": [x.shape[1], *HIDDEN, 10], "activation": "relu",
@@ -138,6 +166,8 @@ def main(argv=None):
         "diagonal_fit": {"adam_updates": fit.updates, "seconds": fit_seconds},
         "noise_ratio_at_fit_draws": ratios,
         "samplers": samplers,
+        "particle_gradients_ms": particle_gradients,
+        "particles": particles,
     })  # fmt: skip
 
 

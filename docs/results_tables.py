@@ -134,8 +134,32 @@ def stratified_batches():
     return _table(header, rows), _source(results, name)
 
 
-RENDERERS = {"zoo": zoo, "compile_times": compile_times, "peers": peers,
-             "laplace_scaling": laplace_scaling,
+def big_models_cost():
+    """Per update (per step for the particles) on the 784-200-10 network, against the
+    hand-written minibatch gradient."""
+    name = "big_models_cost.json"
+    results = _load(name)
+    floor = results["floor_ms"]
+    rows = [["one minibatch gradient, by hand in NumPy (the floor)", f"{floor:.2f}", "1.00",
+             ""],
+            ["the package's minibatch gradient", f"{results['package_gradient_ms']:.2f}",
+             f"{results['package_gradient_ms'] / floor:.2f}", ""]]  # fmt: skip
+    for run in results["samplers"]:
+        rows.append([f"`{run['repr']}`", f"{run['update_ms']:.2f}",
+                     f"{run['update_over_floor']:.2f}", f"{run['setup_seconds']:.1f}"])  # fmt: skip
+    for run in results["particles"]:
+        rows.append([f"`sample_particles({run['method']!r})`, {run['n_particles']} particles, "
+                     "per step", f"{run['step_ms']:.1f}",
+                     f"{run['step_ms'] / floor:.1f}", ""])  # fmt: skip
+    network = results["network"]
+    header = ["per update", "ms", "× floor", "setup, s"]
+    note = (f"{network['parameters']} parameters, {network['rows']} rows, batch "
+            f"{network['batch_size']}, one BLAS thread. {_source(results, name)}")
+    return _table(header, rows), note
+
+
+RENDERERS = {"zoo": zoo, "big_models_cost": big_models_cost, "compile_times": compile_times,
+             "peers": peers, "laplace_scaling": laplace_scaling,
              "stratified_batches": stratified_batches}  # fmt: skip
 
 

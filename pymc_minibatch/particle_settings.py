@@ -15,7 +15,7 @@ from pymc_minibatch.answer_check import AnswerCheckWarning, SteinCheck
 from pymc_minibatch.kernels import stein_check
 from pymc_minibatch.kernels.batches import checked_batch_size
 from pymc_minibatch.kernels.particles import METHODS
-from pymc_minibatch.kernels.schedules import hold_then_decay
+from pymc_minibatch.kernels.schedules import as_schedule, hold_then_decay
 
 KERNELS = ("auto", "joint", "coordinates")
 
@@ -102,6 +102,9 @@ BIG_MODEL_PARTICLES = 20
 BIG_MODEL_BATCH_SIZE = 100
 """Rows per step by default on such a model: the batch of the networks of Chen et al.
 (2018) and Li & Wong (2017), at which a step costs ``M`` gradients of a hundred rows."""
+
+BIG_MODEL_STEP_SCALE = 0.2
+"""Step size times ``1 + r`` on such a model: SGLD's default rule."""
 
 GROUP_PARTICLES = 200
 """SVGD's particles by default on a hierarchical model of at least ``MANY_GROUPS`` groups.
@@ -212,10 +215,15 @@ def check_batch_count(minibatch_model, batch_size):
     return max(CHECK_BATCHES, -(-CHECK_ROWS_PER_GROUP * n_groups // batch_size))
 
 
-def default_schedule(n_steps, noise_ratio):
+def default_schedule(n_steps, noise_ratio, exact_fit=True):
     """``DEFAULT_STEP_SIZE`` for the first half of the steps, then a geometric decay to
     ``NOISE_BUDGET / noise_ratio`` if that is smaller (``noise_ratio = N / B - 1``, 0 with
-    control variates)."""
+    control variates). Without the exact Laplace fit (a network), SGLD's default
+    ``BIG_MODEL_STEP_SCALE / (1 + noise_ratio)`` throughout: there the whitened curvature
+    is only roughly 1, and the first steps of 0.05 threw a ReLU network's particles out of
+    floating point."""
+    if not exact_fit:
+        return as_schedule(BIG_MODEL_STEP_SCALE / (1.0 + noise_ratio))
     final = DEFAULT_STEP_SIZE if noise_ratio <= 0 else min(DEFAULT_STEP_SIZE,
                                                             NOISE_BUDGET / noise_ratio)  # fmt: skip
     return hold_then_decay(DEFAULT_STEP_SIZE, final, n_steps)
@@ -343,23 +351,32 @@ def initial_particles(init, minibatch_model, n_particles, rng, centring):
     return thetas.copy()
 
 
+def settled_window(n_steps):
+    """The last steps of a run that :func:`warn_if_unsettled` averages over: a tenth of
+    them, at least two (all of them in a run of fewer)."""
+    return min(n_steps, max(2, n_steps // 10))
+
+
 def warn_if_unsettled(method, drifts, rates, z, preconditioned):
-    """Warn when, averaged over the last tenth of the steps, the particles were still
-    being pushed: the mean of their velocities (``drifts``, one row a step) beyond
-    ``SETTLED_DRIFT`` (in sds of the Laplace approximation when ``preconditioned``, else
-    of the final particles ``z``) per unit of step, or their spread's relative rate of
-    change (``rates``) beyond ``SETTLED_RATE``, in either case by more than four standard
-    errors of the per-step values (minibatch noise). Velocities are used rather than moves
-    because the default schedule shrinks the moves, which would hide a run that stopped far
-    from the posterior."""
-    window = max(2, drifts.shape[0] // 10)
-    if drifts.shape[0] < window:
+    """Warn when, averaged over the last :func:`settled_window` steps, the particles were
+    still being pushed: the mean of their velocities (``drifts``, one row for each of those
+    steps) beyond ``SETTLED_DRIFT`` (in sds of the Laplace approximation when
+    ``preconditioned``, else of the final particles ``z``) per unit of step, or their
+    spread's relative rate of change (``rates``, one a step of the run) beyond
+    ``SETTLED_RATE``, in either case by more than four standard errors of the per-step
+    values (minibatch noise; for the drifts, at least ``sqrt(2 log(2 d))``, the largest of
+    ``d`` coordinates' chance deviations). Velocities are used rather than moves because
+    the default schedule shrinks the moves, which would hide a run that stopped far from
+    the posterior."""
+    window = drifts.shape[0]
+    if window < 2:
         return
-    drift, drift_se = _window_mean(drifts[-window:])
+    drift, drift_se = _window_mean(drifts)
     rate, rate_se = _window_mean(rates[-window:])
     scale = np.ones(z.shape[1]) if preconditioned else np.std(z, axis=0)
     scale = np.where(scale > 0, scale, np.inf)
-    pushed = (np.abs(drift) / scale > SETTLED_DRIFT) & (np.abs(drift) > 4 * drift_se)
+    errors = max(4.0, np.sqrt(2.0 * np.log(2.0 * z.shape[1])))
+    pushed = (np.abs(drift) / scale > SETTLED_DRIFT) & (np.abs(drift) > errors * drift_se)
     spreading = abs(rate) > SETTLED_RATE and abs(rate) > 4 * rate_se
     if np.any(pushed) or spreading:
         warnings.warn(

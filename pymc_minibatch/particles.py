@@ -59,6 +59,7 @@ from pymc_minibatch.particle_settings import (
     initial_particles,
     momentum_beta,
     particle_count,
+    settled_window,
     warn_if_far,
     warn_if_unsettled,
     wasserstein_weight_default,
@@ -255,7 +256,8 @@ def sample_particles(
     init : {"laplace", "prior", "jitter"} or array, default "laplace"
         ``"laplace"``: draws from the Laplace approximation at the mode (the normal with
         the curvature used for preconditioning), which start the particles in the bulk
-        of the posterior (on a model too big for it, from the diagonal fit);
+        of the posterior (on a model too big for it, around the diagonal fit's center:
+        :meth:`~pymc_minibatch.model.diagonal_fit.DiagonalFit.particle_starts`);
         ``"prior"``: independent prior draws, which let particles find separate modes of a
         multimodal posterior (but start far out for tall data);
         ``"jitter"``: the model's initial point plus uniform(-1, 1) jitter in the
@@ -371,7 +373,7 @@ def sample_particles(
     started = time.perf_counter()
     fit = minibatch_model.laplace() if (precondition or laplace or use_control_variates) else None
     thetas = (
-        fit.draw(rng, n_particles)
+        fit.particle_starts(rng, n_particles)
         if laplace
         else initial_particles(init, minibatch_model, n_particles, rng, centring)
     )
@@ -392,7 +394,9 @@ def sample_particles(
     beta = momentum_beta(momentum, method, minibatch_model, fit, batch_size)  # checked above
     run = particle_kernel.ParticleSettings(
         method, settings["kernel"], settings["bandwidth_scale"],
-        default_schedule(n_steps, noise_ratio) if step_size is None else as_schedule(step_size),
+        default_schedule(n_steps, noise_ratio, minibatch_model.laplace_is_exact())
+        if step_size is None
+        else as_schedule(step_size),
         preconditioner, n_data, batch_size, wasserstein_weight=settings["wasserstein_weight"],
         entropic_reg=settings["entropic_reg"], adagrad=bool(adagrad), momentum=beta,
         momentum_steps=int(MOMENTUM_FRACTION * n_steps) if beta else 0,
@@ -456,7 +460,9 @@ def _run(rng, state, estimate, settings, n_steps, progressbar, coordinate_names)
     densities, the ``HISTORY`` per step and the drifts and spread rates (for
     :func:`~pymc_minibatch.particle_settings.warn_if_unsettled`)."""
     history = {name: np.empty(n_steps) for name in HISTORY}
-    drifts, rates = np.empty((n_steps, state.position.shape[1])), np.empty(n_steps)
+    # the drifts of the last steps only: (n_steps, d) would take gigabytes for a network
+    window = settled_window(n_steps)
+    drifts, rates = np.empty((window, state.position.shape[1])), np.empty(n_steps)
     with _progress(progressbar, n_steps, settings.method) as advance:
         for index in range(n_steps):
             state, info = particle_kernel.step(rng, state, estimate, settings)
@@ -464,7 +470,9 @@ def _run(rng, state, estimate, settings, n_steps, progressbar, coordinate_names)
                 raise _divergence_error(settings.method, index, info, coordinate_names)
             for name in HISTORY:
                 history[name][index] = getattr(info, name)
-            drifts[index], rates[index] = info.drift, info.spread_rate
+            rates[index] = info.spread_rate
+            if index >= n_steps - window:
+                drifts[index - n_steps + window] = info.drift
             advance()
     return state, info.log_density, history, drifts, rates
 

@@ -65,6 +65,8 @@ PRIOR_PROBES = 4
 #: Smallest precision kept, relative to the median one (a coordinate no row informs and
 #: whose prior is flat would otherwise get an infinite scale).
 MIN_RELATIVE_PRECISION = 1e-8
+#: Fraction of the approximation's sds by which particles start around the center.
+PARTICLE_SPREAD = 0.1
 #: Seed of the jitter, the batches and the probes when no generator is given.
 SEED = 20261207
 
@@ -104,6 +106,14 @@ class DiagonalFit(NamedTuple):
         correlations between a network's weights and lands far outside the posterior, where
         the network predicts far worse than at the center."""
         return self.mode.copy()
+
+    def particle_starts(self, rng, size):
+        """Where ``size`` particles start: around the center, by draws of the approximation
+        shrunk by :data:`PARTICLE_SPREAD` (unshrunk, they can put a ReLU network's logits
+        beyond floating point; see :meth:`start`)."""
+        return self.mode + PARTICLE_SPREAD * self.preconditioner.to_theta(
+            rng.standard_normal((size, self.mode.size))
+        )
 
     def covariance_diagonal(self):
         """The variances of the approximation."""

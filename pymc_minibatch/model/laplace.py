@@ -128,6 +128,10 @@ class LaplaceFit(NamedTuple):
         """Where a chain starts: a draw of the approximation, in the bulk of the posterior."""
         return self.draw(rng)
 
+    def particle_starts(self, rng, size):
+        """Where ``size`` particles start: draws of the approximation."""
+        return self.draw(rng, size)
+
     def covariance_diagonal(self):
         """The variances of the Laplace approximation."""
         return self.preconditioner.covariance_diagonal()
