@@ -18,7 +18,7 @@ labelled by a fixed random network, :func:`networks.mnist_shaped_data`), batch 1
   fixed costs cancel; and per step of MINT and CMINT the same way (1 step per draw); each
   step's construction time (the diagonal fit: Adam and the Fisher diagonal) beside it;
 * the gradient noise per preconditioned coordinate with and without control variates at
-  draws of the diagonal fit (what ``control_variates="auto"`` decides on);
+  the last draws of SGLD's chain (what ``control_variates="auto"`` decides on);
 * **per step of the particle methods** at their defaults (20 particles, batch 100): the
   difference between runs of 120 and 20 steps over 100, beside 20 gradients (the floor's
   part of a step), and the 20 particles' gradients from the graph vectorised over the
@@ -66,21 +66,21 @@ def median_ms(function, repeats=REPEATS):
 
 
 def marginal_ms(step, model, updates_per_draw, short=SHORT, long=LONG):
-    """Milliseconds per update past a run's fixed costs (two runs, their difference)."""
+    """Milliseconds per update past a run's fixed costs (two runs, their difference), and
+    the longer run's draws."""
     seconds = {}
     for draws in (short, long):
         started = time.perf_counter()
-        pm.sample(step=step, draws=draws, tune=0, chains=1, progressbar=False,
+        idata = pm.sample(step=step, draws=draws, tune=0, chains=1, progressbar=False,
                   random_seed=1, model=model, compute_convergence_checks=False)  # fmt: skip
         seconds[draws] = time.perf_counter() - started
-    return 1e3 * (seconds[long] - seconds[short]) / ((long - short) * updates_per_draw)
+    return 1e3 * (seconds[long] - seconds[short]) / ((long - short) * updates_per_draw), idata
 
 
-def noise_ratios(minibatch_model, fit, seed=0):
-    """The gradient noise per preconditioned coordinate (largest over coordinates) at four
-    draws of the fit, with and without control variates around its centre."""
+def noise_ratios(minibatch_model, fit, points, seed=0):
+    """The gradient noise per preconditioned coordinate (largest over coordinates) at
+    ``points``, with and without control variates around the fit's center."""
     rng = np.random.default_rng(seed)
-    points = fit.draw(rng, size=4)
     ratios = {}
     for name, center in (("plain", None), ("control_variates", fit.mode)):
         estimate = grad_estimator(minibatch_model, center)
@@ -115,10 +115,7 @@ def main(argv=None):
     print(f"  {ndim} standard normals: NumPy {numpy_normal:.3f} ms, compiled "
           f"{compiled_normal:.3f} ms")  # fmt: skip
     print(f"  diagonal fit: {fit.updates} Adam updates, {fit_seconds:.1f} s")
-    ratios = noise_ratios(mm, fit)
-    print(f"  gradient noise per preconditioned coordinate at draws of the fit: plain "
-          f"{ratios['plain']:.0f}, with control variates {ratios['control_variates']:.0f}")
-    samplers = []
+    samplers, ratios = [], None
     for name in (*SG_PRESETS, "MINT", "CMINT"):
         started = time.perf_counter()
         with model:
@@ -129,16 +126,25 @@ def main(argv=None):
         setup = time.perf_counter() - started
         per_draw = UPDATES_PER_DRAW if name in SG_PRESETS else 1
         short, long = (SHORT, LONG) if per_draw > 1 else (50, 1050)
-        update = marginal_ms(step, model, per_draw, short, long)
+        update, idata = marginal_ms(step, model, per_draw, short, long)
+        if ratios is None:  # at the last draws of the first chain (SGLD's)
+            points = [mm.theta_from_point({name: idata.posterior[name].values[0, draw]
+                                           for name in mm.var_names})
+                      for draw in range(-4, 0)]  # fmt: skip
+            ratios = noise_ratios(mm, fit, points)
+            print(f"  gradient noise per preconditioned coordinate at the last 4 draws of "
+                  f"{name}'s chain: plain {ratios['plain']:.0f}, with control variates "
+                  f"{ratios['control_variates']:.0f}")  # fmt: skip
         samplers.append({"sampler": name, "repr": repr(step), "setup_seconds": setup,
                          "update_ms": update, "update_over_floor": update / floor})  # fmt: skip
         print(f"  {name:<7} {update:7.3f} ms per update = {update / floor:.2f} x the floor "
               f"(setup {setup:.1f} s) {step!r}")  # fmt: skip
+    thetas = fit.particle_starts(rng, PARTICLES)
     particle_gradients = {
         "vectorised": median_ms(lambda: mm.grad_estimate_particles(
-            fit.draw(rng, PARTICLES), rng.choice(N_ROWS, BATCH, replace=False)), repeats=5),
+            thetas, rng.choice(N_ROWS, BATCH, replace=False)), repeats=5),
         "each": median_ms(lambda: grad_estimate_each(
-            mm, fit.draw(rng, PARTICLES), rng.choice(N_ROWS, BATCH, replace=False)), repeats=5),
+            mm, thetas, rng.choice(N_ROWS, BATCH, replace=False)), repeats=5),
     }  # fmt: skip
     print(f"  {PARTICLES} particles' gradients: vectorised graph "
           f"{particle_gradients['vectorised']:.1f} ms, one call per particle "
@@ -156,6 +162,15 @@ def main(argv=None):
                           "step_over_floor": step_ms / (PARTICLES * floor)})  # fmt: skip
         print(f"  {method:<10} {step_ms:7.1f} ms per step = {step_ms / (PARTICLES * floor):.2f} "
               f"x {PARTICLES} gradients")  # fmt: skip
+    # w-SGLD at SGLD's step size 0.2 / (1 + r): the step at which it left floating point
+    sgld_step = 0.2 / (N_ROWS / BATCH)
+    try:
+        pmm.sample_particles("wsgld", n_steps=120, step_size=sgld_step, model=model,
+                             random_seed=1, progressbar=False)  # fmt: skip
+        diverged_at = None
+    except pmm.SamplerDivergenceError as error:
+        diverged_at = int(str(error).split("diverged at step ")[1].split(":")[0])
+    print(f"  wsgld at SGLD's step {sgld_step:.3g}: diverged at step {diverged_at}")
     write_results(args.json, {
         "environment": environment(),
         "network": {"shape": [x.shape[1], *HIDDEN, 10], "activation": "relu",
@@ -164,10 +179,11 @@ def main(argv=None):
         "package_gradient_ms": package_gradient,
         "normal_draw_ms": {"numpy": numpy_normal, "compiled": compiled_normal},
         "diagonal_fit": {"adam_updates": fit.updates, "seconds": fit_seconds},
-        "noise_ratio_at_fit_draws": ratios,
+        "noise_ratio_on_sgld_chain": ratios,
         "samplers": samplers,
         "particle_gradients_ms": particle_gradients,
         "particles": particles,
+        "wsgld_at_sgld_step": {"step_size": sgld_step, "diverged_at": diverged_at},
     })  # fmt: skip
 
 

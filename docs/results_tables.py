@@ -158,8 +158,28 @@ def big_models_cost():
     return _table(header, rows), note
 
 
-RENDERERS = {"zoo": zoo, "big_models_cost": big_models_cost, "compile_times": compile_times,
-             "peers": peers, "laplace_scaling": laplace_scaling,
+def networks_digits():
+    """Test accuracy, log-likelihood and calibration of every big-model sampler and of the
+    baselines on the digits network."""
+    name = "networks_digits.json"
+    results = _load(name)
+    rows = []
+    for method, run in results["runs"].items():
+        rows.append([method, f"{run['accuracy']:.3f}", f"{run['log_likelihood']:.3f}",
+                     f"{run['ece']:.3f}", f"{run['seconds']:.1f}"])  # fmt: skip
+    network = results["network"]
+    header = ["method", "test accuracy", "test log-likelihood", "calibration error (ECE)",
+              "seconds"]  # fmt: skip
+    note = (f"{'-'.join(str(w) for w in network['shape'])} ReLU network, "
+            f"{network['train_rows']} training and {network['test_rows']} test images, "
+            f"batch {network['batch_size']}, {network['epochs']} epochs. "
+            f"{_source(results, name)}")
+    return _table(header, rows), note
+
+
+RENDERERS = {"zoo": zoo, "big_models_cost": big_models_cost, "networks_digits": networks_digits,
+             "compile_times": compile_times, "peers": peers,
+             "laplace_scaling": laplace_scaling,
              "stratified_batches": stratified_batches}  # fmt: skip
 
 

@@ -87,11 +87,10 @@ def use_control_variates(control_variates, batch_size, n_data, exact_fit=lambda:
     ``False`` as given.
 
     Without the exact Laplace fit (a network: :mod:`pymc_minibatch.model.diagonal_fit`) the
-    center is a local mode found by Adam, and the estimate's noise around it grows far
-    beyond the plain one's a short way off: on a 784-50-10 network over 20,000 rows, at
-    draws of the diagonal fit, the noise per preconditioned coordinate was 41,095 with
-    control variates against 199 without (``benchmarks/big_models.py``), at twice the cost
-    per update."""
+    center is a local mode found by Adam, which a chain soon leaves: on the 784-200-10
+    network of ``benchmarks/big_models.py``, at the last draws of SGLD's chain, the
+    control-variate estimate's noise was three quarters of the plain one's, for twice the
+    cost per update."""
     if isinstance(control_variates, str) and control_variates == "auto":
         return batch_size < n_data and bool(exact_fit())
     if isinstance(control_variates, bool | np.bool_):

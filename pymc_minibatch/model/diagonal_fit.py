@@ -26,6 +26,16 @@ epochs of minibatch gradients and ``O(d)`` memory:
    ``F_jj / N`` where the rows' mean gradient is small (at a mode). No per-row gradient is
    ever formed: each batch is one backward pass of the summed log-likelihood.
 
+3. **The stiffest direction**: a diagonal misses the correlations between weights, and the
+   whitened curvature ``S H S`` (``S = precision^(-1/2)``, ``H`` minus the Hessian of the
+   log posterior) can have eigenvalues far above 1. Its largest in absolute value,
+   ``lambda``, by :data:`POWER_ITERATIONS` steps of power iteration with Hessian-vector
+   products on :data:`STIFFNESS_ROWS` rows (scaled to all rows), multiplies the precision
+   where it exceeds 1, so that the samplers' step-size rules, stated for unit curvature,
+   hold in the stiffest direction: on the digits network of
+   ``benchmarks/networks_digits.py`` SGLD's default step diverged within five updates
+   without it.
+
 The preconditioner is ``theta = scale * z`` with ``scale = precision^(-1/2)`` (a diagonal
 mass matrix, the Laplace fit's ``L`` restricted to its diagonal), fixed for the whole run:
 unlike the running average of preconditioned SGLD (Li, Chen, Carlson & Carin 2016,
@@ -40,7 +50,11 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_minibatch.kernels.preconditioning import DiagonalPreconditioner
-from pymc_minibatch.model.curvature import MAX_SHARED, prior_hessian_product
+from pymc_minibatch.model.curvature import (
+    MAX_SHARED,
+    block_hessian_product,
+    prior_hessian_product,
+)
 from pymc_minibatch.model.structure import ParameterStructure
 
 #: Epochs of Adam toward the center...
@@ -65,6 +79,10 @@ PRIOR_PROBES = 4
 #: Smallest precision kept, relative to the median one (a coordinate no row informs and
 #: whose prior is flat would otherwise get an infinite scale).
 MIN_RELATIVE_PRECISION = 1e-8
+#: Power iterations for the whitened curvature's largest eigenvalue.
+POWER_ITERATIONS = 20
+#: Rows (a fixed batch, scaled to all rows) of those Hessian-vector products.
+STIFFNESS_ROWS = 1000
 #: Fraction of the approximation's sds by which particles start around the center.
 PARTICLE_SPREAD = 0.1
 #: Seed of the jitter, the batches and the probes when no generator is given.
@@ -83,6 +101,9 @@ class DiagonalFit(NamedTuple):
     """``theta - mode = scale * z``."""
     structure: ParameterStructure
     """Which parameters each row touches."""
+    stiffness: float
+    """The largest eigenvalue (in absolute value) of the curvature whitened by the diagonal
+    before it was scaled by it (see the module docstring)."""
     updates: int
     """Adam updates made."""
     passes: int
@@ -161,10 +182,13 @@ def fit_diagonal(minibatch_model, structure, rng=None):
     positive = precision[precision > 0]
     floor = MIN_RELATIVE_PRECISION * (np.median(positive) if positive.size else 1.0)
     precision = np.maximum(precision, floor)
+    stiffness = whitened_stiffness(mm, center, 1.0 / np.sqrt(precision), rng)
+    precision = precision * max(1.0, stiffness)
     return DiagonalFit(
         mode=center,
         preconditioner=DiagonalPreconditioner(1.0 / np.sqrt(precision)),
         structure=structure,
+        stiffness=stiffness,
         updates=updates,
         passes=0,
         seconds=time.perf_counter() - started,
@@ -212,6 +236,33 @@ def prior_precision(minibatch_model, theta, rng):
         probe = rng.choice([-1.0, 1.0], size=mm.ndim)
         total -= probe * prior(theta, probe)[2]
     return total / PRIOR_PROBES
+
+
+def whitened_stiffness(minibatch_model, theta, scale, rng):
+    """The largest eigenvalue in absolute value of ``-S H S`` at ``theta`` (``S =
+    diag(scale)``, ``H`` the log posterior's Hessian estimated on :data:`STIFFNESS_ROWS`
+    rows) by :data:`POWER_ITERATIONS` steps of power iteration from a random direction."""
+    mm = minibatch_model
+    idx = rng.choice(mm.n_data, size=min(STIFFNESS_ROWS, mm.n_data), replace=False)
+    rows, weight = mm.gather_rows(idx), mm.n_data / idx.size
+    likelihood = mm.graph_function("block_hessian_product", block_hessian_product)
+    prior = mm.prior_function("prior_hessian_product", prior_hessian_product)
+
+    def whitened_product(direction):
+        theta_direction = scale * direction
+        product = weight * likelihood(theta, theta_direction, *rows)[2]
+        return -scale * (product + prior(theta, theta_direction)[2])
+
+    direction = rng.standard_normal(mm.ndim)
+    eigenvalue = 0.0
+    for _ in range(POWER_ITERATIONS):
+        direction /= np.linalg.norm(direction)
+        image = whitened_product(direction)
+        eigenvalue = abs(float(direction @ image))
+        if not np.all(np.isfinite(image)) or not np.any(image):
+            break
+        direction = image
+    return eigenvalue if np.isfinite(eigenvalue) else 1.0
 
 
 def fisher_diagonal(minibatch_model, theta, batch_size, rng):

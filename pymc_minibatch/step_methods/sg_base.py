@@ -85,6 +85,16 @@ class SGMCMC(MinibatchStep):
     initial point (which is far out for tall data). Step sizes (and the ``step_size``
     statistic) are in units of ``z``.
 
+    **Big models** (more than :data:`~pymc_minibatch.model.curvature.MAX_SHARED`
+    coordinates touched by every row, as a network's weights): the exact fit is out of
+    reach, and :meth:`MinibatchModel.laplace` gives the diagonal fit of
+    :mod:`pymc_minibatch.model.diagonal_fit` (a center by Adam, a diagonal precision scaled
+    by the whitened curvature's largest eigenvalue). The sampler preconditions by it
+    (``precondition='diagonal'`` in ``repr(step)``), starts each chain at its center, and
+    ``control_variates="auto"`` is off (see
+    :func:`~pymc_minibatch.model.control_variates.use_control_variates`); the answer check
+    is skipped.
+
     **Check of the answer**: after tuning, the chain's draws are checked with the model's
     score at them, the gradient estimate of the update that leaves each draw (Stein's
     identities: the score averages to zero over the posterior, and its product with

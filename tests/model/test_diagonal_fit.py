@@ -56,6 +56,26 @@ def test_prior_precision_is_exact_for_independent_priors():
     np.testing.assert_allclose(precision, 0.25)
 
 
+def test_whitened_stiffness_is_the_largest_eigenvalue_of_the_whitened_curvature():
+    """On a linear regression with equicorrelated features (every row used, so the
+    Hessian-vector products are exact) power iteration finds the top eigenvalue of
+    ``S (X'X / sigma^2 + I / 4) S``, which a diagonal precision misses by the factor the
+    correlation gives (about 4.6 here)."""
+    rng = np.random.default_rng(0)
+    shared = rng.normal(size=(500, 1))
+    x = np.sqrt(0.1) * rng.normal(size=(500, 5)) + np.sqrt(0.9) * shared
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 2.0, shape=5)
+        pm.Normal("y", x @ beta, 0.5, observed=x @ np.ones(5) + 0.5 * rng.normal(size=500))
+    mm = pmm.MinibatchModel(model)
+    precision = x.T @ x / 0.25 + np.eye(5) / 4
+    scale = 1.0 / np.sqrt(np.diag(precision))
+    expected = np.linalg.eigvalsh(scale[:, None] * precision * scale[None, :]).max()
+    stiffness = diagonal_fit.whitened_stiffness(mm, np.zeros(5), scale, rng)
+    assert expected > 4
+    assert stiffness == pytest.approx(expected, rel=1e-6)
+
+
 def test_a_network_gets_the_diagonal_fit(network_model, network_fit):
     """Above MAX_SHARED weights the exact fit is out of reach: Adam finds a center that
     classifies held-out rows far better than chance (1/3; the labelling network itself
@@ -67,10 +87,23 @@ def test_a_network_gets_the_diagonal_fit(network_model, network_fit):
     assert fit.passes == 0 and mm.full_data_passes == 0
     scale = fit.preconditioner.scale
     assert np.all(np.isfinite(scale)) and np.all(scale > 0)
+    assert np.isfinite(fit.stiffness) and fit.stiffness > 1  # the weights are correlated
     x_test, y_test = labelled_rows(1000, seed=1)
     assert accuracy(mm.point_from_theta(fit.mode), x_test, y_test) > 0.75
     assert mm.logp_and_grad(fit.mode)[0] > mm.logp_and_grad(mm.initial_theta())[0]
     np.testing.assert_array_equal(fit.start(np.random.default_rng(0)), fit.mode)
+
+
+def test_particles_start_around_the_center(network_fit):
+    """Draws of the fit shrunk by PARTICLE_SPREAD: centred on the center, at a tenth of its
+    sds (200 particles: the sd of each coordinate's sample sd is about 5% of it)."""
+    _, fit = network_fit
+    starts = fit.particle_starts(np.random.default_rng(2), 200)
+    spread = (starts - fit.mode).std(axis=0) / fit.preconditioner.scale
+    assert starts.shape == (200, fit.mode.size)
+    assert abs(np.median(spread) - diagonal_fit.PARTICLE_SPREAD) < 0.005
+    offset = (starts - fit.mode).mean(axis=0) / fit.preconditioner.scale
+    assert np.abs(offset).max() < 5 * diagonal_fit.PARTICLE_SPREAD / np.sqrt(200)
 
 
 @pytest.mark.parametrize("preset", ["SGLD", "SGHMC", "SGNHT", "SGMGT", "SGMGTD"])
@@ -122,6 +155,8 @@ def test_particles_run_on_a_network_at_their_defaults(network_model, method):
                                  progressbar=False)  # fmt: skip
     attrs = idata.posterior.attrs
     assert (attrs["n_particles"], attrs["batch_size"], attrs["control_variates"]) == (20, 100, 0)
+    # BIG_MODEL_STEP_SCALE / (1 + r) with r = N / B - 1 = 19, throughout
+    np.testing.assert_allclose(idata.sample_stats["step_size"].values, 0.05 / 20)
     if method == "wsgld":
         assert attrs["wasserstein_weight"] == pytest.approx(1 / 20)
     x_test, y_test = labelled_rows(1000, seed=1)
