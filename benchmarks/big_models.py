@@ -139,7 +139,7 @@ def main(argv=None):
                          "update_ms": update, "update_over_floor": update / floor})  # fmt: skip
         print(f"  {name:<7} {update:7.3f} ms per update = {update / floor:.2f} x the floor "
               f"(setup {setup:.1f} s) {step!r}")  # fmt: skip
-    thetas = fit.particle_starts(rng, PARTICLES)
+    thetas = fit.bulk_draws(rng, PARTICLES)
     particle_gradients = {
         "vectorised": median_ms(lambda: mm.grad_estimate_particles(
             thetas, rng.choice(N_ROWS, BATCH, replace=False)), repeats=5),

@@ -192,7 +192,7 @@ def run_adam_center(model, test):
     mm = pmm.MinibatchModel(model)
     fit = mm.laplace()
     result = ensemble_result([mm.point_from_theta(fit.mode)], *test, time.perf_counter() - started)
-    return {**result, "adam_updates": fit.updates}
+    return {**result, "adam_updates": fit.updates, "stiffness": fit.stiffness}
 
 
 def run_advi(x, y, n_updates, test):

@@ -257,7 +257,7 @@ def sample_particles(
         ``"laplace"``: draws from the Laplace approximation at the mode (the normal with
         the curvature used for preconditioning), which start the particles in the bulk
         of the posterior (on a model too big for it, around the diagonal fit's center:
-        :meth:`~pymc_minibatch.model.diagonal_fit.DiagonalFit.particle_starts`);
+        :meth:`~pymc_minibatch.model.diagonal_fit.DiagonalFit.bulk_draws`);
         ``"prior"``: independent prior draws, which let particles find separate modes of a
         multimodal posterior (but start far out for tall data);
         ``"jitter"``: the model's initial point plus uniform(-1, 1) jitter in the
@@ -373,7 +373,7 @@ def sample_particles(
     started = time.perf_counter()
     fit = minibatch_model.laplace() if (precondition or laplace or use_control_variates) else None
     thetas = (
-        fit.particle_starts(rng, n_particles)
+        fit.bulk_draws(rng, n_particles)
         if laplace
         else initial_particles(init, minibatch_model, n_particles, rng, centring)
     )

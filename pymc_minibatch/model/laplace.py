@@ -128,8 +128,9 @@ class LaplaceFit(NamedTuple):
         """Where a chain starts: a draw of the approximation, in the bulk of the posterior."""
         return self.draw(rng)
 
-    def particle_starts(self, rng, size):
-        """Where ``size`` particles start: draws of the approximation."""
+    def bulk_draws(self, rng, size):
+        """``size`` points in the bulk of the posterior, where particles start and the
+        gradient noise is measured: draws of the approximation."""
         return self.draw(rng, size)
 
     def covariance_diagonal(self):

@@ -218,12 +218,15 @@ class SGMCMC(MinibatchStep):
 
     def _noise_ratio(self):
         plain = self.minibatch_model.n_data / self.batch_size - 1.0
-        if not self.control_variates:
+        # the plain estimate's noise is N / B - 1 in the coordinates of the exact fit only:
+        # the diagonal fit's are scaled by its stiffness, and are measured
+        diagonal = self.precondition and not self.laplace.exact
+        if not (self.control_variates or diagonal):
             return plain
         # a fixed seed: the step size, hence the chain under pm.sample's random_seed, must
         # not depend on the unseeded generator the step holds at construction
         rng = np.random.default_rng(NOISE_SEED)
-        points = self.laplace.draw(rng, size=NOISE_POINTS)
+        points = self.laplace.bulk_draws(rng, NOISE_POINTS)
         measured = gradient_noise(
             rng, self.estimate, self.preconditioner, points,
             self.minibatch_model.n_data, self.batch_size, self.strata,

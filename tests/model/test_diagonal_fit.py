@@ -98,7 +98,7 @@ def test_particles_start_around_the_center(network_fit):
     """Draws of the fit shrunk by PARTICLE_SPREAD: centred on the center, at a tenth of its
     sds (200 particles: the sd of each coordinate's sample sd is about 5% of it)."""
     _, fit = network_fit
-    starts = fit.particle_starts(np.random.default_rng(2), 200)
+    starts = fit.bulk_draws(np.random.default_rng(2), 200)
     spread = (starts - fit.mode).std(axis=0) / fit.preconditioner.scale
     assert starts.shape == (200, fit.mode.size)
     assert abs(np.median(spread) - diagonal_fit.PARTICLE_SPREAD) < 0.005
@@ -109,14 +109,16 @@ def test_particles_start_around_the_center(network_fit):
 @pytest.mark.parametrize("preset", ["SGLD", "SGHMC", "SGNHT", "SGMGT", "SGMGTD"])
 def test_sg_presets_run_on_a_network_at_their_defaults(network_model, network_fit, preset):
     """No refusal: preconditioned by the diagonal fit, without control variates (the
-    Adam center is no mode to expand around), the chains start at the center and keep
-    classifying held-out rows well."""
+    Adam center is no mode to expand around), the chains start at the center, their step
+    set by the gradient noise measured near it, and keep classifying held-out rows well."""
     with network_model:
         step = getattr(pmm, preset)(batch_size=100, updates_per_draw=10)
         assert repr(step).endswith(
             "control_variates=False, precondition='diagonal', updates_per_draw=10)"
         )
-        assert step.noise_ratio == pytest.approx(2000 / 100 - 1)
+        # measured near the center: below N / B - 1, the plain estimate's noise in the
+        # whitened coordinates of an exact fit, which the stiffness scaling shrinks
+        assert 0 < step.noise_ratio < 2000 / 100 - 1
         idata = pm.sample(step=step, draws=20, tune=0, chains=1, progressbar=False,
                           random_seed=1, compute_convergence_checks=False)  # fmt: skip
     last = {name: idata.posterior[name].values[0, -1] for name in ("w1", "b1", "w2", "b2")}
