@@ -145,14 +145,14 @@ def big_models_cost():
             ["the package's minibatch gradient", f"{results['package_gradient_ms']:.2f}",
              f"{results['package_gradient_ms'] / floor:.2f}", ""]]  # fmt: skip
     for run in results["samplers"]:
-        rows.append([f"`{run['repr']}`", f"{run['update_ms']:.2f}",
+        rows.append([f"`{run['sampler']}` at its defaults", f"{run['update_ms']:.2f}",
                      f"{run['update_over_floor']:.2f}", f"{run['setup_seconds']:.1f}"])  # fmt: skip
     for run in results["particles"]:
         rows.append([f"`sample_particles({run['method']!r})`, {run['n_particles']} particles, "
-                     "per step", f"{run['step_ms']:.1f}",
+                     "a step", f"{run['step_ms']:.1f}",
                      f"{run['step_ms'] / floor:.1f}", ""])  # fmt: skip
     network = results["network"]
-    header = ["per update", "ms", "× floor", "setup, s"]
+    header = ["an update of", "ms", "× floor", "setup, s"]
     note = (f"{network['parameters']} parameters, {network['rows']} rows, batch "
             f"{network['batch_size']}, one BLAS thread. {_source(results, name)}")
     return _table(header, rows), note

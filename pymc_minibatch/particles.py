@@ -181,8 +181,9 @@ def sample_particles(
         ``batch_size`` where it does not apply; ``False``: epochs of uniform batches.
     step_size : float or schedule, optional
         A positive float or a schedule from :mod:`pymc_minibatch.schedules`, in
-        preconditioned units when ``precondition=True``. Default: 0.05, constant with
-        control variates or all rows; without control variates 0.05 for the first half of
+        preconditioned units when ``precondition=True``. Default: on a model too big for
+        the exact Laplace fit, ``0.2 / (1 + r)`` throughout (SGLD's rule; ``r = N /
+        batch_size - 1``); else 0.05, constant with control variates or all rows; without control variates 0.05 for the first half of
         the steps, then a geometric decay to ``min(0.05, 0.005 / r)`` with
         ``r = N / batch_size - 1``, so that the minibatch noise moves the final particles'
         mean by about 0.05 posterior sd if the steps suffice (the decay outruns the

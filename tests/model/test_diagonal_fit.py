@@ -157,8 +157,8 @@ def test_particles_run_on_a_network_at_their_defaults(network_model, method):
                                  progressbar=False)  # fmt: skip
     attrs = idata.posterior.attrs
     assert (attrs["n_particles"], attrs["batch_size"], attrs["control_variates"]) == (20, 100, 0)
-    # BIG_MODEL_STEP_SCALE / (1 + r) with r = N / B - 1 = 19, throughout
-    np.testing.assert_allclose(idata.sample_stats["step_size"].values, 0.05 / 20)
+    # SGLD's rule, BIG_MODEL_STEP_SCALE / (1 + r) with r = N / B - 1 = 19, throughout
+    np.testing.assert_allclose(idata.sample_stats["step_size"].values, 0.2 / 20)
     if method == "wsgld":
         assert attrs["wasserstein_weight"] == pytest.approx(1 / 20)
     x_test, y_test = labelled_rows(1000, seed=1)
