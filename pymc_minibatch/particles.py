@@ -183,8 +183,9 @@ def sample_particles(
         A positive float or a schedule from :mod:`pymc_minibatch.schedules`, in
         preconditioned units when ``precondition=True``. Default: on a model too big for
         the exact Laplace fit, ``0.2 / (1 + r)`` throughout (SGLD's rule; ``r = N /
-        batch_size - 1``); else 0.05, constant with control variates or all rows; without control variates 0.05 for the first half of
-        the steps, then a geometric decay to ``min(0.05, 0.005 / r)`` with
+        batch_size - 1``); else 0.05, constant with control variates or all rows;
+        without control variates 0.05 for the first half of the steps, then a geometric
+        decay to ``min(0.05, 0.005 / r)`` with
         ``r = N / batch_size - 1``, so that the minibatch noise moves the final particles'
         mean by about 0.05 posterior sd if the steps suffice (the decay outruns the
         particles' relaxation once the step falls below the decay rate per step, which
