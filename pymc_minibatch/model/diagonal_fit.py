@@ -11,11 +11,10 @@ epochs of minibatch gradients and ``O(d)`` memory:
 1. **A center** by Adam (Kingma & Ba 2015, "Adam: a method for stochastic optimization",
    ICLR) on minibatch estimates of the log posterior: :data:`EPOCHS` epochs of
    :data:`BATCH_SIZE` rows (at least :data:`MIN_UPDATES` and at most :data:`MAX_UPDATES`
-   updates), step size
-   :data:`LEARNING_RATE` decaying linearly to a tenth of it, from the model's initial point
-   plus Gaussian jitter of sd :data:`JITTER` (a network's all-zero start is a saddle whose
-   symmetry no gradient breaks). In a non-convex model this is a local mode, and not
-   certified as one: :attr:`DiagonalFit.is_mode` is False.
+   updates), step size :data:`LEARNING_RATE` decaying linearly to a tenth of it, from the
+   model's initial point plus Gaussian jitter of sd :data:`JITTER` (a network's all-zero
+   start is a saddle whose symmetry no gradient breaks). In a non-convex model this is a
+   local mode, and not certified as one: :attr:`DiagonalFit.is_mode` is False.
 2. **A diagonal precision** there: the prior's Hessian diagonal from Hutchinson's
    estimator ``E[v * (H v)]`` with Rademacher ``v`` (exact after one probe for a prior
    whose Hessian is diagonal, as independent priors on the weights), plus the likelihood's
@@ -169,7 +168,7 @@ def fit_diagonal(minibatch_model, structure, rng=None):
     ------
     ValueError
         If the model has fewer than two rows, or if the log posterior's estimate is not
-        finite where Adam starts or ends.
+        finite anywhere on Adam's path.
     """
     mm = minibatch_model
     started = time.perf_counter()

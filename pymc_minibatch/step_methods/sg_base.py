@@ -90,10 +90,12 @@ class SGMCMC(MinibatchStep):
     reach, and :meth:`MinibatchModel.laplace` gives the diagonal fit of
     :mod:`pymc_minibatch.model.diagonal_fit` (a center by Adam, a diagonal precision scaled
     by the whitened curvature's largest eigenvalue). The sampler preconditions by it
-    (``precondition='diagonal'`` in ``repr(step)``), starts each chain at its center, and
+    (``precondition='diagonal'`` in ``repr(step)``), starts each chain at its center,
     ``control_variates="auto"`` is off (see
-    :func:`~pymc_minibatch.model.control_variates.use_control_variates`); the answer check
-    is skipped.
+    :func:`~pymc_minibatch.model.control_variates.use_control_variates`), the noise ``r`` of
+    the default step size is measured at points near the center (its coordinates are
+    scaled by the stiffness, where the plain estimate's noise is not ``N / B - 1``), and the
+    answer check is skipped.
 
     **Check of the answer**: after tuning, the chain's draws are checked with the model's
     score at them, the gradient estimate of the update that leaves each draw (Stein's
