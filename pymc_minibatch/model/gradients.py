@@ -98,12 +98,7 @@ def grad_estimate_particles(minibatch_model, thetas, idx, weights=None):
     ``thetas`` on the same rows ``idx`` (weighted as there), from one call of a vectorised
     function."""
     mm = minibatch_model
-    thetas = np.asarray(thetas, dtype=np.float64)
-    if thetas.ndim != 2 or thetas.shape[1] != mm.ndim:
-        raise ValueError(f"thetas must have shape (M, {mm.ndim}), got {thetas.shape}")
-    idx = np.asarray(idx)
-    if idx.size == 0:
-        raise ValueError("grad_estimate_particles needs at least one row index")
+    thetas, idx = _checked_particles(mm, thetas, idx, "grad_estimate_particles")
     if len(thetas) == 0:  # some compiled ops (PyTensor 2.x's C Softmax) fail on M = 0
         return np.empty(0), np.empty((0, mm.ndim))
     weights = row_weights(mm.n_data, idx, weights)
@@ -129,17 +124,25 @@ def grad_estimate_each(minibatch_model, thetas, idx, weights=None):
     in PyTensor's C backend than the same products one particle at a time
     (``benchmarks/big_models.py`` prints both)."""
     mm = minibatch_model
-    thetas = np.asarray(thetas, dtype=np.float64)
-    if thetas.ndim != 2 or thetas.shape[1] != mm.ndim:
-        raise ValueError(f"thetas must have shape (M, {mm.ndim}), got {thetas.shape}")
-    idx = np.asarray(idx)
-    if idx.size == 0:
-        raise ValueError("grad_estimate_each needs at least one row index")
+    thetas, idx = _checked_particles(mm, thetas, idx, "grad_estimate_each")
     weights, rows = row_weights(mm.n_data, idx, weights), mm.row_source.gather(idx)
     values, grads = np.empty(len(thetas)), np.empty_like(thetas)
     for m, theta in enumerate(thetas):
         values[m], grads[m] = mm.functions.call("grad_estimate", theta, weights, *rows)
     return values, grads
+
+
+def _checked_particles(minibatch_model, thetas, idx, caller):
+    """``thetas`` as float64 of shape ``(M, ndim)`` and ``idx`` as an array of at least one
+    row, or a ``ValueError`` naming ``caller``."""
+    ndim = minibatch_model.ndim
+    thetas = np.asarray(thetas, dtype=np.float64)
+    if thetas.ndim != 2 or thetas.shape[1] != ndim:
+        raise ValueError(f"thetas must have shape (M, {ndim}), got {thetas.shape}")
+    idx = np.asarray(idx)
+    if idx.size == 0:
+        raise ValueError(f"{caller} needs at least one row index")
+    return thetas, idx
 
 
 def row_weights(n_data, idx, weights):
