@@ -150,7 +150,7 @@ def big_models_cost():
     for run in results["particles"]:
         rows.append([f"`sample_particles({run['method']!r})`, {run['n_particles']} particles, "
                      "a step", f"{run['step_ms']:.1f}",
-                     f"{run['step_ms'] / floor:.1f}", ""])  # fmt: skip
+                     f"{run['step_over_floor']:.2f} × {run['n_particles']}", ""])  # fmt: skip
     network = results["network"]
     header = ["an update of", "ms", "× floor", "setup, s"]
     note = (f"{network['parameters']} parameters, {network['rows']} rows, batch "
