@@ -26,6 +26,7 @@ that mixes it in it needs only public names:
 import numpy as np
 import scipy.optimize
 
+from pymc_minibatch.model.curvature import MAX_SHARED
 from pymc_minibatch.model.dask_passes import SummedFirstOutput
 from pymc_minibatch.model.diagonal_fit import needs_diagonal_fit
 from pymc_minibatch.model.laplace import fit_laplace
@@ -186,7 +187,8 @@ class FullData:
         >>> mm.laplace_is_exact()  # three coefficients: the exact curvature is cheap
         True
         """
-        return not needs_diagonal_fit(self.structure())
+        # at most MAX_SHARED coordinates in all: exact without detecting the structure
+        return self.ndim <= MAX_SHARED or not needs_diagonal_fit(self.structure())
 
     def structure(self):
         """Which coordinates of ``theta`` each row touches (computed once, then cached):
