@@ -37,16 +37,20 @@ def _logistic(n_rows, seed=0):
 def test_fisher_diagonal_matches_the_rows_centred_sum_of_squares(monkeypatch):
     """The spread of minibatch gradients (400 rows, batches of 100 without replacement, so
     the finite-population factor 0.75 matters) gives ``sum_i (g_i - mean g)^2`` of the
-    rows' gradients: within 4 standard errors of the estimate (2000 batches: a relative sd
-    of sqrt(2 / 1999) = 3.2% per coordinate), and a factor off by 0.75 would fail."""
-    monkeypatch.setattr(diagonal_fit, "FISHER_BATCHES", 2000)
+    rows' gradients: within 4 standard errors of the estimate (20,000 batches: a relative
+    sd of sqrt(2 / 19999) = 1% per coordinate). The same spread read without the
+    finite-population factor misses by about 25%, far beyond that tolerance."""
+    monkeypatch.setattr(diagonal_fit, "FISHER_BATCHES", 20_000)
     model, x, y = _logistic(400)
     mm = pmm.MinibatchModel(model)
     theta = np.array([0.8, -0.3, 0.4])
     rows = (y - 1.0 / (1.0 + np.exp(-x @ theta)))[:, None] * x  # each row's gradient
     exact = np.sum((rows - rows.mean(axis=0)) ** 2, axis=0)
     estimate = fisher_diagonal(mm, theta, 100, np.random.default_rng(1))
-    np.testing.assert_allclose(estimate, exact, rtol=4 * np.sqrt(2 / 1999))
+    tolerance = 4 * np.sqrt(2 / 19_999)
+    np.testing.assert_allclose(estimate, exact, rtol=tolerance)
+    without_correction = estimate * (400 - 100) / (400 - 1)  # variance * B / N^2 * N
+    assert np.all(np.abs(without_correction / exact - 1) > 3 * tolerance)
 
 
 def test_prior_precision_is_exact_for_independent_priors():
