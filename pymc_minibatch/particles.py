@@ -369,8 +369,9 @@ def sample_particles(
         settings["wasserstein_weight"] = wasserstein_weight_default(method, n_particles)
     rng = np.random.default_rng(random_seed)
     laplace = isinstance(init, str) and init == "laplace"
+    exact_fit = minibatch_model.laplace_is_exact()  # else the diagonal fit of big models
     use_control_variates = cv.use_control_variates(
-        control_variates, batch_size, n_data, minibatch_model.laplace_is_exact
+        control_variates, batch_size, n_data, lambda: exact_fit
     )
     started = time.perf_counter()
     fit = minibatch_model.laplace() if (precondition or laplace or use_control_variates) else None
@@ -382,7 +383,7 @@ def sample_particles(
     noise_ratio = 0.0 if use_control_variates else n_data / batch_size - 1.0
     estimate = grad_estimator(minibatch_model, fit.mode if use_control_variates else None,
                               particles=True,
-                              vectorised=minibatch_model.laplace_is_exact())  # fmt: skip
+                              vectorised=exact_fit)  # fmt: skip
     preconditioner = (
         fit.preconditioner if precondition else identity_preconditioner(minibatch_model.ndim)
     )
@@ -396,7 +397,7 @@ def sample_particles(
     beta = momentum_beta(momentum, method, minibatch_model, fit, batch_size)  # checked above
     run = particle_kernel.ParticleSettings(
         method, settings["kernel"], settings["bandwidth_scale"],
-        default_schedule(n_steps, noise_ratio, minibatch_model.laplace_is_exact())
+        default_schedule(n_steps, noise_ratio, exact_fit)
         if step_size is None
         else as_schedule(step_size),
         preconditioner, n_data, batch_size, wasserstein_weight=settings["wasserstein_weight"],
