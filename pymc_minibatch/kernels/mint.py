@@ -88,15 +88,26 @@ class Info(NamedTuple):
     """The proposal's estimate or prior term was NaN or infinite; it was rejected."""
 
 
-def sgld_proposal(rng: np.random.Generator, position, gradient, step_size: float):
-    """``theta + (h / 2) g + sqrt(h) xi``, ``xi ~ N(0, I)`` (Welling & Teh 2011)."""
+def sgld_proposal(rng: np.random.Generator, position, gradient, step_size: float,
+                  preconditioner=None):  # fmt: skip
+    """``theta + (h / 2) L L^T g + sqrt(h) L xi``, ``xi ~ N(0, I)``: the Langevin step of
+    Welling & Teh (2011) in the coordinates ``z = L^-1 theta`` of ``preconditioner`` (a
+    :mod:`~pymc_minibatch.kernels.preconditioning` map; ``None``: ``L = I``)."""
     noise = standard_normal(rng, position.shape)
-    return position + 0.5 * step_size * gradient + np.sqrt(step_size) * noise
+    if preconditioner is None:
+        return position + 0.5 * step_size * gradient + np.sqrt(step_size) * noise
+    drift = 0.5 * step_size * preconditioner.gradient_to_z(gradient)
+    return position + preconditioner.to_theta(drift + np.sqrt(step_size) * noise)
 
 
-def sgld_log_density(to, start, gradient, step_size: float) -> float:
-    """``log q(to | start)`` of the SGLD proposal, up to a constant shared by both directions."""
-    diff = to - start - 0.5 * step_size * gradient
+def sgld_log_density(to, start, gradient, step_size: float, preconditioner=None) -> float:
+    """``log q(to | start)`` of :func:`sgld_proposal`, up to a constant shared by both
+    directions (``log |L|`` among it)."""
+    if preconditioner is None:
+        diff = to - start - 0.5 * step_size * gradient
+    else:
+        drift = 0.5 * step_size * preconditioner.gradient_to_z(gradient)
+        diff = preconditioner.to_z(to - start) - drift
     return float(-(diff @ diff) / (2.0 * step_size))
 
 
@@ -201,8 +212,9 @@ def step(
     """One MINT transition from ``state``; returns the new state and the decision.
 
     ``"rw"`` proposes ``theta + proposal_scale * chol @ z``; ``"sgld"`` proposes with
-    :func:`sgld_proposal` at ``h = proposal_scale^2`` (noise of sd ``proposal_scale``;
-    ``chol`` unused) and enters the reverse density into the ratio. The proposal is
+    :func:`sgld_proposal` at ``h = proposal_scale^2`` (noise of sd ``proposal_scale`` in the
+    coordinates of ``chol``, a preconditioner or ``None``) and enters the reverse density
+    into the ratio. The proposal is
     evaluated on a fresh batch (:func:`mint_evaluate`) and accepted by :func:`mint_decide`;
     a rejection keeps ``state``, estimate included.
     """
@@ -212,11 +224,11 @@ def step(
         log_q_ratio = 0.0
     else:
         h = proposal_scale**2
-        position = sgld_proposal(rng, theta, state.gradient, h)
+        position = sgld_proposal(rng, theta, state.gradient, h, chol)
         candidate = mint_evaluate(rng, position, target, config)
-        log_q_ratio = sgld_log_density(theta, position, candidate.gradient, h) - sgld_log_density(
-            position, theta, state.gradient, h
-        )
+        log_q_ratio = sgld_log_density(
+            theta, position, candidate.gradient, h, chol
+        ) - sgld_log_density(position, theta, state.gradient, h, chol)
     return mint_decide(rng, state, candidate, config.tempering.scale, log_q_ratio)
 
 

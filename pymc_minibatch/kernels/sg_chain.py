@@ -20,10 +20,12 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from pymc_minibatch.kernels import strata as stratified
 from pymc_minibatch.kernels.batches import next_batch
+from pymc_minibatch.kernels.noise import COMPILED_MIN_SIZE
 from pymc_minibatch.kernels.sgmgt import (
     SGMGTConfig,
     SGState,
@@ -95,10 +97,10 @@ class Info(NamedTuple):
 
 
 def init(rng, start, anchor, preconditioner, config: SGMGTConfig) -> State:
-    """The state of a new chain at ``theta = start``, measuring divergence from ``anchor``."""
-    return init_state(
-        rng, preconditioner.to_z(start), config, preconditioner=preconditioner, anchor=anchor
-    )
+    """The state of a new chain at ``theta = start``, measuring divergence from ``anchor``
+    (a ``theta``; the state holds it in ``z``)."""
+    to_z = preconditioner.to_z
+    return init_state(rng, to_z(start), config, preconditioner=preconditioner, anchor=to_z(anchor))
 
 
 def step(rng, state: State, estimate: Estimate, settings: SGSettings, n_updates: int = 1):
@@ -192,8 +194,7 @@ def find_divergence(state: SGState, log_density, grad_norm) -> Divergence | None
             parts.update(momentum=state.momentum, thermostat=state.thermostat)
         bad = [name for name, value in parts.items() if not np.all(np.isfinite(value))]
         return Divergence(f"non-finite {', '.join(bad)}", *largest_move(state))
-    anchor_z = state.preconditioner.to_z(state.anchor)
-    if runaway_distance(state.position, anchor_z) is not None:
+    if runaway_distance(state.position, state.anchor) is not None:
         return Divergence("ran away", *largest_move(state))
     return None
 
@@ -202,15 +203,30 @@ def runaway_distance(position, anchor):
     """The largest distance of ``position`` from ``anchor`` (both in ``z``; any shape, e.g.
     one chain's ``(d,)`` or particles' ``(M, d)``) when it is beyond ``RUNAWAY_DISTANCE`` or
     not finite, else ``None``."""
-    distance = float(np.abs(position - anchor).max())
+    if position.size >= COMPILED_MIN_SIZE and position.shape == np.shape(anchor):
+        distance = _max_abs_difference(position.reshape(-1), np.reshape(anchor, -1))
+    else:
+        distance = float(np.abs(position - anchor).max())
     return None if distance <= RUNAWAY_DISTANCE else distance
+
+
+@numba.njit(cache=True, nogil=True)
+def _max_abs_difference(a, b):
+    """``np.abs(a - b).max()`` in one pass (NaN if any difference is NaN)."""
+    largest = 0.0
+    for i in range(a.size):
+        difference = abs(a[i] - b[i])
+        if difference != difference:
+            return difference
+        largest = max(largest, difference)
+    return largest
 
 
 def largest_move(state: SGState):
     """``(coordinate, distance)``: the coordinate of ``theta`` furthest from the anchor, in
     its own preconditioned sds (``(None, nan)`` if no move is finite)."""
     to_theta = state.preconditioner.to_theta
-    move = to_theta(state.position) - state.anchor
+    move = to_theta(state.position - state.anchor)
     scale = np.sqrt(np.sum(to_theta(np.eye(move.size)) ** 2, axis=1))  # sd of each theta_d
     moves = np.abs(move) / scale
     if not np.any(np.isfinite(moves)):

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pymc_minibatch.kernels import compiled_euler
 from pymc_minibatch.kernels.kinetics import GaussianKinetics, MonomialKinetics, make_kinetics
 from pymc_minibatch.kernels.noise import standard_normal
 
@@ -167,7 +168,7 @@ class SGState(NamedTuple):
     cursor: int = 0
     """Rows of the epoch used so far."""
     anchor: np.ndarray | None = None
-    """``theta`` a divergence is measured from (the mode, or the chain's start)."""
+    """``z`` a divergence is measured from (the mode, or the chain's start)."""
 
 
 class SGMGTInfo(NamedTuple):
@@ -213,9 +214,12 @@ def euler_step(
     gradient = gradient_fn(theta)
     info = SGMGTInfo(math.sqrt(gradient @ gradient))
     kinetics = config.kinetics
-    # each vector operation reads and writes d numbers: on a network of 10^5 weights they
-    # cost as much as the gradient, so terms whose coefficient is 0 are skipped (the same
-    # values: they would add exact zeros) and noise is scaled in place
+    if compiled_euler.applies(config, theta.size, rng):  # big models: the same step, compiled
+        theta, p, xi = compiled_euler.euler_update(
+            rng, theta, state.momentum, state.thermostat, gradient, h, config
+        )
+        return state._replace(position=theta, momentum=p, thermostat=xi), info
+    # terms whose coefficient is 0 are skipped (the same values: they would add exact zeros)
     if kinetics is None:
         theta = theta + h * config.sigma_theta * gradient
         theta += _noise(rng, np.sqrt(2.0 * config.sigma_theta * h), theta.shape)

@@ -162,6 +162,20 @@ def test_a_chain_that_runs_away_is_stopped_with_the_coordinate_that_moved():
     assert info.updates < 100
 
 
+@pytest.mark.parametrize("size", [5, sg_chain.COMPILED_MIN_SIZE])
+def test_runaway_distance_is_the_largest_move_beyond_the_limit(size):
+    """The compiled pass on big models measures what NumPy does, NaN included."""
+    anchor = np.zeros(size)
+    position = np.full(size, 0.5)
+    assert sg_chain.runaway_distance(position, anchor) is None
+    position[size // 2] = -2 * sg_chain.RUNAWAY_DISTANCE
+    assert sg_chain.runaway_distance(position, anchor) == 2 * sg_chain.RUNAWAY_DISTANCE
+    position[-1] = np.nan
+    assert np.isnan(sg_chain.runaway_distance(position, anchor))
+    particles = np.zeros((3, size)) + 2e4  # particles against one anchor: broadcast
+    assert sg_chain.runaway_distance(particles, anchor) == 2e4
+
+
 def test_find_divergence_is_none_for_a_healthy_state():
     _, state = _chain(SGNHT)
     assert sg_chain.find_divergence(state, -1.0, 2.0) is None

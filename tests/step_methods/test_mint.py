@@ -110,10 +110,10 @@ def test_nonfinite_proposals_are_rejected_and_counted(proposal):
         mu = pm.Normal("mu", 0, 10)
         pm.Potential("wall", pt.switch(mu < 1.0, -np.inf, 0.0))
         pm.Normal("y", mu, 1.0, observed=Y)
-        # the initial point is behind the wall: no mode search for the random walk
-        extra = {"proposal_cov": None} if proposal == "rw" else {}
+        # the initial point is behind the wall: no mode search
         scale = 0.05 if proposal == "rw" else np.sqrt(0.05)  # Langevin time step h = 0.05
-        step = pmm.MINT(batch_size=100, proposal=proposal, proposal_scale=scale, rng=4, **extra)
+        step = pmm.MINT(batch_size=100, proposal=proposal, proposal_scale=scale,
+                        proposal_cov=None, rng=4)  # fmt: skip
     step.tune = False
     point, flags = {"mu": np.array(1.02)}, []
     for _ in range(100):
@@ -133,6 +133,7 @@ def test_nonfinite_proposals_are_rejected_and_counted(proposal):
         ({"batch_size": 100, "proposal": "hmc"}, ValueError, "proposal"),
         ({"batch_size": 100, "proposal_scale": -1.0}, ValueError, "proposal_scale"),
         ({"batch_size": 100, "proposal": "sgld", "proposal_cov": [1.0]}, ValueError, "random-walk"),
+        ({"batch_size": 100, "proposal": "sgld", "proposal_cov": "dense"}, ValueError, "laplace"),
     ],
 )
 def test_bad_hyperparameters_raise(normal_model, kwargs, error, message):
