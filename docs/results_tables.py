@@ -165,15 +165,19 @@ def networks_digits():
     results = _load(name)
     rows = []
     for method, run in results["runs"].items():
-        rows.append([method, f"{run['accuracy']:.3f}", f"{run['log_likelihood']:.3f}",
-                     f"{run['ece']:.3f}", f"{run['seconds']:.1f}"])  # fmt: skip
+        accuracy = f"{run['accuracy']:.3f}"
+        if run["accuracy_min"] < run["accuracy_max"]:
+            accuracy += f" ({run['accuracy_min']:.3f}-{run['accuracy_max']:.3f})"
+        rows.append([method, accuracy, f"{run['log_likelihood']:.3f}", f"{run['ece']:.3f}",
+                     f"{run['seconds']:.1f}"])  # fmt: skip
     network = results["network"]
-    header = ["method", "test accuracy", "test log-likelihood", "calibration error (ECE)",
-              "seconds"]  # fmt: skip
+    header = ["method", "test accuracy (range)", "test log-likelihood",
+              "calibration error (ECE)", "seconds"]  # fmt: skip
     note = (f"{'-'.join(str(w) for w in network['shape'])} ReLU network, "
             f"{network['train_rows']} training and {network['test_rows']} test images, "
-            f"batch {network['batch_size']}, {network['epochs']} epochs. "
-            f"{_source(results, name)}")
+            f"batch {network['batch_size']}, {network['epochs']} epochs; means over "
+            f"{len(results['seeds'])} seeds of the samplers (the range of the accuracy "
+            f"beside it). {_source(results, name)}")
     return _table(header, rows), note
 
 

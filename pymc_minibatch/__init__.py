@@ -12,6 +12,7 @@ from pymc_minibatch.exceptions import (
     BoundsUnavailableError,
     BoundViolationError,
     DataValidationError,
+    DrawsExceedMemoryError,
     NonFactorizableError,
     SamplerDivergenceError,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "BoundsUnavailableError",
     "ChunkedRows",
     "DataValidationError",
+    "DrawsExceedMemoryError",
     "LaplaceFitWarning",
     "MinibatchModel",
     "NonFactorizableError",

@@ -27,9 +27,14 @@ class ChainSetupMixin:
 
     def setup_chain(self, rng, tune, draws):
         """PyMC 6.x: called once per chain with that chain's generator and lengths."""
+        self.check_chain_length(tune, draws)
         self.rng = get_random_generator(rng, copy=False)
         self.tune = bool(tune)
         self.reset_tuning()
+
+    def check_chain_length(self, tune, draws):
+        """PyMC 6.x: refuse a chain of ``tune + draws`` draws before it starts (a step
+        method whose draws can exceed the memory overrides this; others accept any)."""
 
 
 def default_compile_mode():

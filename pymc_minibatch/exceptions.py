@@ -99,3 +99,20 @@ class SamplerDivergenceError(FloatingPointError):
     ... except pmm.SamplerDivergenceError as err:
     ...     print(err)  # names the update and suggests a smaller step size
     """
+
+
+class DrawsExceedMemoryError(MemoryError):
+    """The draws a chain would keep do not fit in the memory available.
+
+    Raised when a chain starts, before its first update (PyMC 6 tells a step method the
+    length of its chain; PyMC 5 does not, and runs unchecked), with the arithmetic and the
+    fix: fewer draws, or more updates per draw (each draw is then the state after that many
+    updates, the same chain thinned).
+
+    Examples
+    --------
+    >>> try:  # doctest: +SKIP
+    ...     idata = pm.sample(step=pmm.SGHMC(batch_size=100), draws=10**6, model=network)
+    ... except pmm.DrawsExceedMemoryError as err:
+    ...     print(err)  # the size of the draws, the memory available and what to change
+    """

@@ -17,6 +17,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.answer_check import CheckState, SteinCheck
 from pymc_minibatch.arguments import positive_int
+from pymc_minibatch.draw_memory import announce_draws, check_chain_fits
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import sg_chain
 from pymc_minibatch.kernels.batches import checked_batch_size
@@ -121,7 +122,12 @@ class SGMCMC(MinibatchStep):
 
     **Several updates per draw** (``updates_per_draw=k``): each draw is the state after
     ``k`` updates, the same chain as ``k = 1`` thinned by ``k``, without the cost of
-    ``pm.sample`` storing the draws in between.
+    ``pm.sample`` storing the draws in between. Default: 1, except on models too big for
+    the exact Laplace fit (networks), where a draw is a megabyte or more: one draw per
+    epoch (``ceil(N / batch_size)`` updates). There the size of a draw is logged at
+    construction (level INFO, logger ``pymc_minibatch``), and under PyMC 6 a chain whose
+    draws would not fit in the memory available is refused when it starts, with the
+    arithmetic (:class:`~pymc_minibatch.DrawsExceedMemoryError`).
 
     **Divergence**: a non-finite log density, gradient or state, or a chain more than
     ``1e4`` preconditioned posterior sds from the mode (or from its start without the
@@ -151,7 +157,7 @@ class SGMCMC(MinibatchStep):
         batch_size,
         config,
         step_size=None,
-        updates_per_draw=1,
+        updates_per_draw=None,
         precondition=None,
         control_variates="auto",
         stratify="auto",
@@ -167,7 +173,14 @@ class SGMCMC(MinibatchStep):
                          progressbar=progressbar)  # fmt: skip
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
+        updates_per_epoch = -(-mm.n_data // self.batch_size)
+        big_model = not mm.laplace_is_exact()
+        if updates_per_draw is None:  # a draw per epoch keeps a network's chain in memory
+            updates_per_draw = updates_per_epoch if big_model else 1
         self.updates_per_draw = positive_int("updates_per_draw", updates_per_draw)
+        if big_model:
+            announce_draws(type(self).__name__, mm.ndim, self.updates_per_draw,
+                           updates_per_epoch)  # fmt: skip
         checked_stratify(stratify)
         validate_config(config)
         self.config = config
@@ -234,6 +247,11 @@ class SGMCMC(MinibatchStep):
             self.minibatch_model.n_data, self.batch_size, self.strata,
         )  # fmt: skip
         return measured if np.isfinite(measured) else plain
+
+    def check_chain_length(self, tune, draws):
+        """Refuse a chain whose draws would not fit in memory (PyMC 6 gives the length)."""
+        check_chain_fits(type(self).__name__, self.minibatch_model.ndim, tune + draws,
+                         self.updates_per_draw)  # fmt: skip
 
     def reset_tuning(self):
         self.chain = None

@@ -23,10 +23,12 @@ _COMMON_PARAMETERS = """
         ``h``, a positive number or a schedule from :mod:`pymc_minibatch.schedules`
         (``constant``, ``polynomial_decay``, ``cyclical``) evaluated at the update count
         ``t = 0, 1, ...`` of the chain (tuning included). Default: the rule above.
-    updates_per_draw : int, default 1
+    updates_per_draw : int, optional
         Updates per recorded draw (each costs one gradient estimate); statistics describe
-        the last update, ``resampled`` any of them. Formerly ``thin``, still accepted with a
-        ``FutureWarning``.
+        the last update, ``resampled`` any of them. Default: 1; one epoch
+        (``ceil(N / batch_size)`` updates) on models too big for the exact Laplace fit,
+        whose draws take a megabyte or more (see :class:`SGMCMC`). Formerly ``thin``, still
+        accepted with a ``FutureWarning``.
     precondition : bool, optional
         Run in the preconditioned coordinates of the Laplace approximation, starting each
         chain from a draw of it, as described in :class:`SGMCMC`. Default: True when
