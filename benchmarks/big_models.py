@@ -15,8 +15,9 @@ labelled by a fixed random network, :func:`networks.mnist_shaped_data`), batch 1
 * **per update** of every stochastic-gradient preset at its defaults inside ``pm.sample``
   (``updates_per_draw=50``, one chain, no progress bar), as the difference between a run
   of 24 draws and one of 4 divided by the 1000 updates between them, so that the run's
-  fixed costs cancel; and per step of MINT and CMINT the same way (1 step per draw); each
-  step's construction time (the diagonal fit: Adam and the Fisher diagonal) beside it;
+  fixed costs cancel; and per step of MINT and CMINT the same way at their defaults (a
+  draw per epoch of 600 steps); each step's construction time (the diagonal fit: Adam and
+  the Fisher diagonal) beside it;
 * the gradient noise per preconditioned coordinate with and without control variates at
   the last draws of SGLD's chain (what ``control_variates="auto"`` decides on);
 * **per step of the particle methods** at their defaults (20 particles, batch 100): the
@@ -124,9 +125,8 @@ def main(argv=None):
             else:
                 step = getattr(pmm, name)(batch_size=BATCH)
         setup = time.perf_counter() - started
-        per_draw = UPDATES_PER_DRAW if name in SG_PRESETS else 1
-        short, long = (SHORT, LONG) if per_draw > 1 else (50, 1050)
-        update, idata = marginal_ms(step, model, per_draw, short, long)
+        per_draw = UPDATES_PER_DRAW if name in SG_PRESETS else step.steps_per_draw
+        update, idata = marginal_ms(step, model, per_draw)
         if ratios is None:  # at the last draws of the first chain (SGLD's)
             points = [mm.theta_from_point({name: idata.posterior[name].values[0, draw]
                                            for name in mm.var_names})

@@ -135,7 +135,9 @@ def run_sg(name, options, model, names, steps_per_epoch, test, seed):
 
 def run_mint(name, model, names, steps_per_epoch, test, seed):
     started = time.perf_counter()
-    options = {"proposal": "rw"} if name.endswith(" rw") else {}
+    # a step per draw, the draws of an epoch's end picked below: the chain the default
+    # thinning (a draw per epoch) keeps part of
+    options = {"steps_per_draw": 1, **({"proposal": "rw"} if name.endswith(" rw") else {})}
     with model:
         if name.startswith("MINT"):
             step = pmm.MINT(batch_size=BATCH, **options)

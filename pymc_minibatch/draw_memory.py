@@ -37,21 +37,22 @@ def _gigabytes(n_bytes):
     return f"{n_bytes / 1e9:.3g} GB"
 
 
-def announce_draws(sampler: str, ndim: int, updates_per_draw: int, updates_per_epoch: int):
-    """Log, at construction, what each draw keeps (level INFO, logger ``pymc_minibatch``)."""
-    per_epoch = updates_per_epoch / updates_per_draw
+def announce_draws(sampler: str, ndim: int, per_draw: int, per_epoch: int, unit="updates"):
+    """Log, at construction, what each draw keeps (level INFO, logger ``pymc_minibatch``):
+    a draw every ``per_draw`` of the ``per_epoch`` updates (or MINT's steps) of an epoch."""
     _log.info(
-        "%s keeps a draw every %d updates (%.3g per epoch of %d updates): %d values, %.3g MB "
-        "per draw and chain", sampler, updates_per_draw, per_epoch, updates_per_epoch, ndim,
+        "%s keeps a draw every %d %s (%.3g per epoch of %d %s): %d values, %.3g MB per draw "
+        "and chain", sampler, per_draw, unit, per_epoch / per_draw, per_epoch, unit, ndim,
         draw_bytes(ndim) / 1e6,
     )  # fmt: skip
 
 
-def check_chain_fits(sampler: str, ndim: int, n_draws: int, updates_per_draw: int,
-                     available: int | None = None):  # fmt: skip
+def check_chain_fits(sampler: str, ndim: int, n_draws: int, per_draw: int,
+                     thinning="updates_per_draw", available: int | None = None):  # fmt: skip
     """Raise :class:`~pymc_minibatch.DrawsExceedMemoryError` if ``n_draws`` draws of
     ``ndim`` values (tuning included) exceed the memory available (``available`` bytes, by
-    default :func:`available_memory`; nothing is checked where it is unknown)."""
+    default :func:`available_memory`; nothing is checked where it is unknown); the fix names
+    the sampler's argument ``thinning``, now ``per_draw``."""
     available = available_memory() if available is None else available
     needed = n_draws * draw_bytes(ndim)
     if available is None or needed <= available:
@@ -63,6 +64,6 @@ def check_chain_fits(sampler: str, ndim: int, n_draws: int, updates_per_draw: in
         f"{_gigabytes(needed)} per chain ({draw_bytes(ndim) / 1e6:.3g} MB a draw), above the "
         f"{_gigabytes(available)} of memory available, and each further chain adds as much. "
         f"Sample at most {fitting} draws per chain, or keep fewer of the same chain's states: "
-        f"updates_per_draw={factor * updates_per_draw} (now {updates_per_draw}) covers the "
-        f"same updates in {-(-n_draws // factor)} draws."
+        f"{thinning}={factor * per_draw} (now {per_draw}) covers the same updates in "
+        f"{-(-n_draws // factor)} draws."
     )

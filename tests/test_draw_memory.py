@@ -21,9 +21,9 @@ def test_a_draw_of_mints_network_takes_its_values_times_eight_bytes():
 
 
 def test_a_chain_that_fits_passes_and_one_that_does_not_is_refused_with_the_fix():
-    check_chain_fits("SGHMC", 1000, n_draws=500, updates_per_draw=1, available=4_000_000)
+    check_chain_fits("SGHMC", 1000, n_draws=500, per_draw=1, available=4_000_000)
     with pytest.raises(pmm.DrawsExceedMemoryError) as refused:
-        check_chain_fits("SGHMC", 1000, n_draws=2000, updates_per_draw=3, available=4_000_000)
+        check_chain_fits("SGHMC", 1000, n_draws=2000, per_draw=3, available=4_000_000)
     message = str(refused.value)
     # 2000 draws of 8000 bytes = 16 MB against 4 MB: 500 draws fit, or 4 times the thinning
     assert "2000 draws" in message and "0.016 GB" in message and "0.004 GB" in message
@@ -33,7 +33,7 @@ def test_a_chain_that_fits_passes_and_one_that_does_not_is_refused_with_the_fix(
 
 def test_nothing_is_checked_where_the_memory_available_is_unknown(monkeypatch):
     monkeypatch.setattr(draw_memory, "available_memory", lambda: None)
-    check_chain_fits("SGHMC", 10**6, n_draws=10**9, updates_per_draw=1)
+    check_chain_fits("SGHMC", 10**6, n_draws=10**9, per_draw=1)
 
 
 def test_the_memory_available_is_read_on_linux():

@@ -6,6 +6,7 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_int
+from pymc_minibatch.draw_memory import announce_draws, check_chain_fits
 from pymc_minibatch.kernels import mint as mint_kernel
 from pymc_minibatch.kernels.mint import (
     CyclicSchedule,
@@ -31,6 +32,16 @@ out of the modes."""
 def big_model_fit(laplace) -> bool:
     """Whether ``laplace`` is the diagonal fit of a model too big for the exact one."""
     return laplace is not None and not laplace.exact
+
+
+def _draw_info(infos):
+    """One draw's decision from its steps': the mean acceptance probability, whether any
+    step moved, whether any proposal was not finite."""
+    return mint_kernel.Info(
+        float(np.mean([info.accept for info in infos])),
+        any(info.accepted for info in infos),
+        any(info.nonfinite for info in infos),
+    )
 
 
 def _former_step_size(step_size, kwargs):
@@ -103,6 +114,14 @@ class MINT(MetropolisStep):
         Temper the prior by ``1/T`` as well (the whole posterior is raised to ``1/T``, in
         the space of the constrained values: transform Jacobians are not tempered). With
         False only the likelihood is tempered.
+    steps_per_draw : int, optional
+        MH steps per recorded draw: each draw is the state after that many steps, the same
+        chain thinned (statistics: ``accept`` is the mean acceptance probability of the
+        draw's steps, ``accepted`` and ``nonfinite`` whether any step was). Default: 1; one
+        epoch (``ceil(n / batch_size)`` steps) on models too big for the exact Laplace fit,
+        whose draws take a megabyte or more (the size is logged at construction, and under
+        PyMC 6 a chain that cannot fit is refused when it starts; see
+        :class:`~pymc_minibatch.DrawsExceedMemoryError`).
     model : pymc.Model, optional
     data : dict, optional
         Arrays to read the rows from instead of the model's data (``{name: array}``, by
@@ -168,6 +187,7 @@ class MINT(MetropolisStep):
         proposal_cov="laplace",
         target_accept=0.3,
         temper_prior=True,
+        steps_per_draw=None,
         **options,
     ):
         if proposal is not None and proposal not in PROPOSALS:
@@ -207,6 +227,14 @@ class MINT(MetropolisStep):
         self.tunes_proposal_scale = not (self.proposal == "sgld" and big_model_fit(self.laplace))
         if not self.tunes_proposal_scale and proposal_scale is None:
             self.initial_proposal_scale = np.sqrt(BIG_MODEL_LANGEVIN_STEP)
+        self.steps_per_epoch = -(-mm.n_data // self.batch_size)
+        big_model = not mm.laplace_is_exact()
+        if steps_per_draw is None:  # a draw per epoch keeps a network's chain in memory
+            steps_per_draw = self.steps_per_epoch if big_model else 1
+        self.steps_per_draw = positive_int("steps_per_draw", steps_per_draw)
+        if big_model:
+            announce_draws(type(self).__name__, mm.ndim, self.steps_per_draw,
+                           self.steps_per_epoch, "steps")  # fmt: skip
 
     def __repr__(self):
         covariance = ", proposal_cov="
@@ -251,23 +279,29 @@ class MINT(MetropolisStep):
 
     def astep(self, q0: RaveledVars):
         q0 = self.chain_start(q0)
-        new_state, info = mint_kernel.step(
-            self.rng,
-            self._current_state(q0.data),
-            self._target(),
-            self.config,
-            self.proposal_scale,
-            self.proposal_chol,
-        )
-        self.remember(new_state.position, new_state)
+        state, infos = self._current_state(q0.data), []
+        for _ in range(self.steps_per_draw):
+            state, info = mint_kernel.step(self.rng, state, self._target(), self.config,
+                                           self._step_scale(), self.proposal_chol)  # fmt: skip
+            infos.append(info)
+            if self.tunes_proposal_scale:
+                self.adapt_proposal_scale(info.accept)
+        self.remember(state.position, state)
         stats = {
-            **self.metropolis_stats(info),
+            **self.metropolis_stats(_draw_info(infos)),
             "batch_size": self.batch_size,
             "temperature": self.temperature,
         }
-        if self.tunes_proposal_scale:
-            self.adapt_proposal_scale(info.accept)
-        return RaveledVars(new_state.position, q0.point_map_info), [stats]
+        return RaveledVars(state.position, q0.point_map_info), [stats]
+
+    def _step_scale(self):
+        """The proposal scale of the next step."""
+        return self.proposal_scale
+
+    def check_chain_length(self, tune, draws):
+        """Refuse a chain whose draws would not fit in memory (PyMC 6 gives the length)."""
+        check_chain_fits(type(self).__name__, self.minibatch_model.ndim, tune + draws,
+                         self.steps_per_draw, "steps_per_draw")  # fmt: skip
 
     def _current_state(self, theta):
         # the kept estimate, unless theta or the variables other steps sample changed: then
@@ -291,7 +325,7 @@ class MINT(MetropolisStep):
 
 @dataclass_state
 class CMINTState(MetropolisStepState):
-    draws_taken: int
+    steps_taken: int
     schedule: CyclicSchedule | None
 
 
@@ -309,7 +343,9 @@ class CMINT(MINT):
     :func:`pymc_minibatch.kernels.mint.cyclic_step_sizes`). Sample ``draws=step.schedule_draws``
     to run exactly the whole schedule; :func:`pymc_minibatch.cmint_ensemble` then returns the
     ``n_rounds`` snapshots of every chain, and :func:`pymc_minibatch.cmint_average` averages
-    posterior-predictive output over them.
+    posterior-predictive output over them. With ``steps_per_draw`` (which must divide an
+    epoch's steps) the schedule is the same, step by step, and each snapshot is still a
+    draw.
 
     The defaults are the paper's MNIST setting (Section 3.2.3: decay 0.9 every 5 epochs, step
     doubled every 50 epochs, 10 rounds); scale ``round_epochs`` and ``decay_every`` down
@@ -319,7 +355,7 @@ class CMINT(MINT):
     ----------
     vars, batch_size, alpha, proposal, proposal_scale, proposal_cov, target_accept
         As for :class:`MINT`.
-    temper_prior, model
+    temper_prior, steps_per_draw, model
         As for :class:`MINT`.
     n_rounds : int, default 10
         ``K``, the number of rounds (and of snapshots per chain).
@@ -375,16 +411,21 @@ class CMINT(MINT):
         self.decay_every = positive_int("decay_every", decay_every)
         self.decay, self.raise_factor = decay, raise_factor
         super().__init__(vars, batch_size=batch_size, **kwargs)
-        self.steps_per_epoch = -(-self.minibatch_model.n_data // self.batch_size)
+        if self.steps_per_epoch % self.steps_per_draw:
+            raise ValueError(
+                f"steps_per_draw must divide the {self.steps_per_epoch} steps of an epoch (so "
+                f"that every snapshot is a draw), got {self.steps_per_draw}"
+            )
+        self.steps_taken = 0
 
     @property
     def schedule_draws(self):
         """Draws covering the whole schedule: ``n_rounds * round_epochs`` epochs."""
-        return self.n_rounds * self.round_epochs * self.steps_per_epoch
+        return self.n_rounds * self.round_epochs * self.steps_per_epoch // self.steps_per_draw
 
     def reset_tuning(self):
         super().reset_tuning()
-        self.draws_taken = 0
+        self.steps_taken = 0
         self.schedule = None
 
     def stop_tuning(self):
@@ -409,8 +450,16 @@ class CMINT(MINT):
             return point, [{**stats, "snapshot": False, "epoch": 0}]
         if self.schedule is None:  # sampling without a tuning phase
             self.schedule = self._cyclic_schedule(self.proposal_scale)
-        draw = cyclic_draw(self.schedule, self.steps_per_epoch, self.draws_taken)
-        self.proposal_scale = draw.step_size
         point, [stats] = super().astep(q0)
-        self.draws_taken += 1
-        return point, [{**stats, "snapshot": draw.snapshot, "epoch": draw.epoch}]
+        # the draw's last step: a snapshot ends an epoch, and epochs end at draws
+        last = cyclic_draw(self.schedule, self.steps_per_epoch, self.steps_taken - 1)
+        return point, [{**stats, "snapshot": last.snapshot, "epoch": last.epoch}]
+
+    def _step_scale(self):
+        """The schedule's scale at the next step after tuning (the tuned one while tuning)."""
+        if self.tune:
+            return self.proposal_scale
+        step = cyclic_draw(self.schedule, self.steps_per_epoch, self.steps_taken)
+        self.proposal_scale = step.step_size
+        self.steps_taken += 1
+        return self.proposal_scale

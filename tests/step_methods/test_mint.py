@@ -198,3 +198,44 @@ def test_cmint_ensemble_refuses_results_without_snapshots(normal_model):
         )  # fmt: skip
     with pytest.raises(ValueError, match="CMINT"):
         pmm.cmint_ensemble(idata)
+
+
+_QUIET = {"chains": 1, "progressbar": False, "compute_convergence_checks": False}
+
+
+def test_thinned_mint_is_the_same_chain_thinned():
+    """``steps_per_draw=3``: each draw is the state after three steps of the chain a step
+    per draw gives (the same seed), its ``accept`` their mean acceptance probability."""
+    with _normal_model():
+        every = pm.sample(step=pmm.MINT(batch_size=200), draws=30, tune=30, random_seed=3,
+                          **_QUIET)  # fmt: skip
+        thinned = pm.sample(step=pmm.MINT(batch_size=200, steps_per_draw=3), draws=10, tune=10,
+                            random_seed=3, **_QUIET)  # fmt: skip
+    for name in ("mu", "sigma"):
+        np.testing.assert_array_equal(posterior(thinned)[name].values[0],
+                                      posterior(every)[name].values[0, 2::3])  # fmt: skip
+    accept = sample_stats(every)["accept"].values[0].reshape(10, 3).mean(axis=1)
+    np.testing.assert_allclose(sample_stats(thinned)["accept"].values[0], accept, rtol=1e-12)
+    accepted = sample_stats(every)["accepted"].values[0].reshape(10, 3).any(axis=1)
+    np.testing.assert_array_equal(sample_stats(thinned)["accepted"].values[0], accepted)
+
+
+def test_thinned_cmint_keeps_the_schedule_and_its_snapshots():
+    """Five steps a draw (an epoch is ten): half of an epoch per draw, the same step sizes
+    step by step, and the snapshots are the same states, now draws 7, 15 and 23."""
+    options = {"batch_size": 200, "n_rounds": 3, "round_epochs": 4, "decay_every": 2}
+    with _normal_model():
+        every = pmm.CMINT(**options)
+        thinned = pmm.CMINT(steps_per_draw=5, **options)
+        assert thinned.schedule_draws == 24 and every.schedule_draws == 120
+        idata_every = pm.sample(step=every, draws=120, tune=100, random_seed=5, **_QUIET)
+        idata_thinned = pm.sample(step=thinned, draws=24, tune=20, random_seed=5, **_QUIET)
+        with pytest.raises(ValueError, match="must divide the 10 steps"):
+            pmm.CMINT(steps_per_draw=3, **options)
+    stats = sample_stats(idata_thinned)
+    np.testing.assert_array_equal(np.flatnonzero(stats["snapshot"].values[0]), [7, 15, 23])
+    np.testing.assert_array_equal(stats["epoch"].values[0], np.arange(24) // 2 + 1)
+    np.testing.assert_array_equal(stats["proposal_scale"].values[0],
+                                  sample_stats(idata_every)["proposal_scale"].values[0, 4::5])
+    np.testing.assert_array_equal(pmm.cmint_ensemble(idata_thinned)["mu"].values,
+                                  pmm.cmint_ensemble(idata_every)["mu"].values)  # fmt: skip
