@@ -124,12 +124,14 @@ sghmc_draws = draws_of(idata_sghmc["posterior"], first=EPOCHS // 2)
 # CMINT runs MINT's tempered minibatch Metropolis–Hastings with a cyclic step size: within
 # each round it shrinks every epoch, and a snapshot of the network is kept at the end of the
 # round, before the step grows again. On a network its proposal is the paper's: a small
-# Langevin step preconditioned by the diagonal fit, from its center. The ensemble is the
-# snapshots, one per round and chain.
+# Langevin step preconditioned by the diagonal fit, from its center. Rounds of ten epochs,
+# the step shrinking every epoch (the paper's shape: ten decays per round); the ensemble is
+# the snapshots, one per round and chain.
 
 # %%
 with model:
-    cmint = pmm.CMINT(batch_size=BATCH_SIZE, n_rounds=10, round_epochs=EPOCHS // 10,
+    # the paper's round in shape: ten decays of the step, then a snapshot and a raise
+    cmint = pmm.CMINT(batch_size=BATCH_SIZE, n_rounds=EPOCHS // 10, round_epochs=10,
                       decay_every=1)  # fmt: skip
     print(cmint)
     idata_cmint = pm.sample(
