@@ -8,7 +8,9 @@ weights and biases with ``Normal(0, 1)`` priors, ``pm.Categorical(logit_p=...)``
 labelled by a fixed random network, :func:`networks.mnist_shaped_data`), batch 100:
 
 * **the floor**: one minibatch gradient of the same log posterior written by hand in NumPy
-  (:class:`networks.HandGradient`), median of repeated calls;
+  (:class:`networks.HandGradient`), median of repeated calls, measured again before and
+  after each sampler's runs (the mean of the two is its floor: a shared machine's speed
+  drifted by a factor of two within one run of this script);
 * the package's own minibatch gradient (``MinibatchModel.grad_estimate``) and a standard
   normal vector of the network's size from NumPy and from the compiled draw of
   :mod:`pymc_minibatch.kernels.noise` (the same values);
@@ -99,7 +101,11 @@ def main(argv=None):
     ndim = n_parameters(x.shape[1], HIDDEN, 10)
     rng = np.random.default_rng(0)
     hand = HandGradient(x, y, HIDDEN[0])
-    floor = median_ms(lambda: hand(rng.choice(N_ROWS, BATCH, replace=False)))
+
+    def measure_floor():
+        return median_ms(lambda: hand(rng.choice(N_ROWS, BATCH, replace=False)))
+
+    floor = measure_floor()
     numpy_normal = median_ms(lambda: rng.standard_normal(ndim))
     compiled_normal = median_ms(lambda: standard_normal(rng, ndim))
     model = network_model(x, y, hidden=HIDDEN)
@@ -126,7 +132,9 @@ def main(argv=None):
                 step = getattr(pmm, name)(batch_size=BATCH)
         setup = time.perf_counter() - started
         per_draw = UPDATES_PER_DRAW if name in SG_PRESETS else step.steps_per_draw
+        before = measure_floor()  # the machine's speed drifts: the floor beside each run
         update, idata = marginal_ms(step, model, per_draw)
+        local_floor = 0.5 * (before + measure_floor())
         if ratios is None:  # at the last draws of the first chain (SGLD's)
             points = [mm.theta_from_point({name: idata.posterior[name].values[0, draw]
                                            for name in mm.var_names})
@@ -136,9 +144,10 @@ def main(argv=None):
                   f"{name}'s chain: plain {ratios['plain']:.0f}, with control variates "
                   f"{ratios['control_variates']:.0f}")  # fmt: skip
         samplers.append({"sampler": name, "repr": repr(step), "setup_seconds": setup,
-                         "update_ms": update, "update_over_floor": update / floor})  # fmt: skip
-        print(f"  {name:<7} {update:7.3f} ms per update = {update / floor:.2f} x the floor "
-              f"(setup {setup:.1f} s) {step!r}")  # fmt: skip
+                         "update_ms": update, "floor_ms": local_floor,
+                         "update_over_floor": update / local_floor})  # fmt: skip
+        print(f"  {name:<7} {update:7.3f} ms per update = {update / local_floor:.2f} x the "
+              f"floor of {local_floor:.3f} ms (setup {setup:.1f} s) {step!r}")  # fmt: skip
     thetas = fit.bulk_draws(rng, PARTICLES)
     particle_gradients = {
         "vectorised": median_ms(lambda: mm.grad_estimate_particles(
@@ -151,17 +160,18 @@ def main(argv=None):
           f"{particle_gradients['each']:.1f} ms")  # fmt: skip
     particles = []
     for method in METHODS:
-        seconds = {}
+        seconds, before = {}, measure_floor()
         for n_steps in (20, 120):  # the fit is the same in both: the difference is the steps
             idata = pmm.sample_particles(method, n_steps=n_steps, model=model, random_seed=1,
                                          progressbar=False)  # fmt: skip
             seconds[n_steps] = idata.posterior.attrs["sampling_time"]
         step_ms = 1e3 * (seconds[120] - seconds[20]) / 100
+        local_floor = 0.5 * (before + measure_floor())
         particles.append({"method": method, "n_particles": idata.posterior.attrs["n_particles"],
-                          "step_ms": step_ms,
-                          "step_over_floor": step_ms / (PARTICLES * floor)})  # fmt: skip
-        print(f"  {method:<10} {step_ms:7.1f} ms per step = {step_ms / (PARTICLES * floor):.2f} "
-              f"x {PARTICLES} gradients")  # fmt: skip
+                          "step_ms": step_ms, "floor_ms": local_floor,
+                          "step_over_floor": step_ms / (PARTICLES * local_floor)})  # fmt: skip
+        print(f"  {method:<10} {step_ms:7.1f} ms per step = "
+              f"{step_ms / (PARTICLES * local_floor):.2f} x {PARTICLES} gradients")  # fmt: skip
     # w-SGLD at SGLD's step size 0.2 / (1 + r): the step at which it left floating point
     sgld_step = 0.2 / (N_ROWS / BATCH)
     try:

@@ -154,7 +154,8 @@ def big_models_cost():
     network = results["network"]
     header = ["an update of", "ms", "× floor", "setup, s"]
     note = (f"{network['parameters']} parameters, {network['rows']} rows, batch "
-            f"{network['batch_size']}, one BLAS thread. {_source(results, name)}")
+            f"{network['batch_size']}, one BLAS thread; each row against the floor measured "
+            f"before and after its own runs. {_source(results, name)}")
     return _table(header, rows), note
 
 
