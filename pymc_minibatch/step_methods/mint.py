@@ -23,10 +23,9 @@ PROPOSALS = ("rw", "sgld")
 
 BIG_MODEL_LANGEVIN_STEP = 0.01
 """The Langevin proposal's time step ``h`` on models given the diagonal fit, in its whitened
-units (posterior sds), not tuned. On the digits network of ``benchmarks/networks_digits.py``
-CMINT's snapshots predict as well as the Adam center there; a step ten times larger was
-accepted less often and lost accuracy, and tuning toward an acceptance rate threw the chain
-out of the modes."""
+units (posterior sds), not tuned: the paper's regime on its network, small steps accepted
+nearly always. On the digits network of ``benchmarks/networks_digits.py`` CMINT's snapshots
+then predict as well as the Adam center."""
 
 
 def big_model_fit(laplace) -> bool:
@@ -138,8 +137,7 @@ class MINT(MetropolisStep):
     (``T = 147`` on 1,437 digits in batches of 100; ``T`` in the thousands on MNIST), and a
     proposal tuned toward an acceptance rate carries the chain there, away from every good
     mode: the random walk reached test accuracy 0.62 on digits (three seeds; 0.97 with the
-    defaults), and the Langevin proposal tuned toward 0.3 or 0.9 lost its chain within the
-    tuning steps. As in the paper's network
+    defaults). As in the paper's network
     experiment (a constant SGLD step, acceptance near 1), the Langevin proposal then keeps
     the small step ``h = BIG_MODEL_LANGEVIN_STEP`` in the fit's whitened units from the
     fit's center, and explores the modes around it rather than the tempered target
