@@ -9,6 +9,7 @@ models thin (``updates_per_draw``) and the size of what they keep is stated up f
 import logging
 from pathlib import Path
 
+from pymc_minibatch.arguments import positive_int
 from pymc_minibatch.exceptions import DrawsExceedMemoryError
 
 _log = logging.getLogger("pymc_minibatch")
@@ -35,6 +36,20 @@ def available_memory() -> int | None:
 
 def _gigabytes(n_bytes):
     return f"{n_bytes / 1e9:.3g} GB"
+
+
+def default_per_draw(sampler: str, minibatch_model, batch_size: int, given, name: str):
+    """The sampler's argument ``name`` (``updates_per_draw`` or ``steps_per_draw``):
+    ``given``, checked, or by default 1, except on models too big for the exact Laplace fit
+    (networks): one epoch, ``ceil(N / batch_size)``. On those the size of a draw is logged
+    (:func:`announce_draws`)."""
+    per_epoch = -(-minibatch_model.n_data // batch_size)
+    big_model = not minibatch_model.laplace_is_exact()
+    per_draw = positive_int(name, given if given is not None else (per_epoch if big_model else 1))
+    if big_model:
+        unit = "updates" if name == "updates_per_draw" else "steps"
+        announce_draws(sampler, minibatch_model.ndim, per_draw, per_epoch, unit)
+    return per_draw
 
 
 def announce_draws(sampler: str, ndim: int, per_draw: int, per_epoch: int, unit="updates"):

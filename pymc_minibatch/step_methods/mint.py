@@ -6,7 +6,7 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.arguments import positive_int
-from pymc_minibatch.draw_memory import announce_draws, check_chain_fits
+from pymc_minibatch.draw_memory import check_chain_fits, default_per_draw
 from pymc_minibatch.kernels import mint as mint_kernel
 from pymc_minibatch.kernels.mint import (
     CyclicSchedule,
@@ -226,13 +226,9 @@ class MINT(MetropolisStep):
         if not self.tunes_proposal_scale and proposal_scale is None:
             self.initial_proposal_scale = np.sqrt(BIG_MODEL_LANGEVIN_STEP)
         self.steps_per_epoch = -(-mm.n_data // self.batch_size)
-        big_model = not mm.laplace_is_exact()
-        if steps_per_draw is None:  # a draw per epoch keeps a network's chain in memory
-            steps_per_draw = self.steps_per_epoch if big_model else 1
-        self.steps_per_draw = positive_int("steps_per_draw", steps_per_draw)
-        if big_model:
-            announce_draws(type(self).__name__, mm.ndim, self.steps_per_draw,
-                           self.steps_per_epoch, "steps")  # fmt: skip
+        # a draw per epoch keeps a network's chain in memory
+        self.steps_per_draw = default_per_draw(type(self).__name__, mm, self.batch_size,
+                                               steps_per_draw, "steps_per_draw")
 
     def __repr__(self):
         covariance = ", proposal_cov="

@@ -17,7 +17,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc_minibatch._deprecation import renamed_arguments
 from pymc_minibatch.answer_check import CheckState, SteinCheck
 from pymc_minibatch.arguments import positive_int
-from pymc_minibatch.draw_memory import announce_draws, check_chain_fits
+from pymc_minibatch.draw_memory import check_chain_fits, default_per_draw
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import sg_chain
 from pymc_minibatch.kernels.batches import checked_batch_size
@@ -173,14 +173,9 @@ class SGMCMC(MinibatchStep):
                          progressbar=progressbar)  # fmt: skip
         mm = self.minibatch_model
         self.batch_size = checked_batch_size(batch_size, mm.n_data)
-        updates_per_epoch = -(-mm.n_data // self.batch_size)
-        big_model = not mm.laplace_is_exact()
-        if updates_per_draw is None:  # a draw per epoch keeps a network's chain in memory
-            updates_per_draw = updates_per_epoch if big_model else 1
-        self.updates_per_draw = positive_int("updates_per_draw", updates_per_draw)
-        if big_model:
-            announce_draws(type(self).__name__, mm.ndim, self.updates_per_draw,
-                           updates_per_epoch)  # fmt: skip
+        # a draw per epoch keeps a network's chain in memory
+        self.updates_per_draw = default_per_draw(type(self).__name__, mm, self.batch_size,
+                                                 updates_per_draw, "updates_per_draw")
         checked_stratify(stratify)
         validate_config(config)
         self.config = config
