@@ -82,7 +82,8 @@ class Info(NamedTuple):
     """The chain's update count after it."""
     step_size: float
     log_density: float
-    """The estimate of the log density at the point the gradient was taken."""
+    """The estimate of the log density at the point the gradient was taken (NaN when the
+    chain diverged on an update that took the gradient alone)."""
     grad_norm: float
     """Euclidean norm of the gradient estimate in ``theta``'s units."""
     kinetic_energy: float
@@ -103,11 +104,17 @@ def init(rng, start, anchor, preconditioner, config: SGMGTConfig) -> State:
     return init_state(rng, to_z(start), config, preconditioner=preconditioner, anchor=to_z(anchor))
 
 
-def step(rng, state: State, estimate: Estimate, settings: SGSettings, n_updates: int = 1):
-    """``n_updates`` updates; returns ``(state, Info)``, stopping early at a divergence."""
+def step(rng, state: State, estimate: Estimate, settings: SGSettings, n_updates: int = 1,
+         gradient: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):  # fmt: skip
+    """``n_updates`` updates; returns ``(state, Info)``, stopping early at a divergence.
+
+    ``gradient(theta, idx)``, if given, is ``estimate``'s gradient alone: every update but
+    the last (whose log density :class:`Info` reports) calls it instead of ``estimate``.
+    """
     accept_rates, resampled, start_gradient = [], False, None
-    for _ in range(n_updates):
-        state, update, accept_rate = _update(rng, state, estimate, settings)
+    for remaining in range(n_updates - 1, -1, -1):
+        gradient_only = None if remaining == 0 else gradient
+        state, update, accept_rate = _update(rng, state, estimate, settings, gradient_only)
         if start_gradient is None:
             start_gradient = update["gradient"]
         resampled |= update["resampled"]
@@ -117,7 +124,7 @@ def step(rng, state: State, estimate: Estimate, settings: SGSettings, n_updates:
     info = Info(  # the per-update values of the last update; the rest from its state
         updates=state.updates,
         step_size=update["step_size"],
-        log_density=float(update["log_density"]),
+        log_density=np.nan if update["log_density"] is None else float(update["log_density"]),
         grad_norm=update["grad_norm"],
         kinetic_energy=kinetic_energy(state, settings.config),
         thermostat_mean=_thermostat_mean(state, settings.config),
@@ -129,8 +136,9 @@ def step(rng, state: State, estimate: Estimate, settings: SGSettings, n_updates:
     return state, info
 
 
-def _update(rng, state, estimate, settings):
-    """One update: ``(state, values of the update, momentum acceptance rates)``."""
+def _update(rng, state, estimate, settings, gradient=None):
+    """One update: ``(state, values of the update, momentum acceptance rates)``; with
+    ``gradient`` (the estimate's gradient alone) no log density (``None``)."""
     to_theta, to_z = state.preconditioner.to_theta, state.preconditioner.gradient_to_z
     idx, permutation, cursor = next_batch(
         rng, settings.n_data, settings.batch_size, settings.strata, state.permutation,
@@ -140,7 +148,10 @@ def _update(rng, state, estimate, settings):
     update = {"step_size": float(settings.schedule(state.updates))}
 
     def gradient_in_z(z):
-        update["log_density"], grad = estimate(to_theta(z), idx)
+        if gradient is None:
+            update["log_density"], grad = estimate(to_theta(z), idx)
+        else:
+            update["log_density"], grad = None, gradient(to_theta(z), idx)
         update["gradient"] = grad
         update["grad_norm"] = math.sqrt(grad @ grad)
         return to_z(grad)
@@ -179,11 +190,12 @@ def _thermostat_mean(state, config):
 
 
 def find_divergence(state: SGState, log_density, grad_norm) -> Divergence | None:
-    """A non-finite log density, gradient or state, or a position more than
-    ``RUNAWAY_DISTANCE`` preconditioned units from the anchor (an unstable step can grow
-    without ever overflowing); ``None`` if the chain is fine."""
+    """A non-finite log density (unless ``None``: not computed), gradient or state, or a
+    position more than ``RUNAWAY_DISTANCE`` preconditioned units from the anchor (an
+    unstable step can grow without ever overflowing); ``None`` if the chain is fine."""
     # one sum is finite only if every part is (inf - inf is NaN): checked per part only
     # when it is not, which keeps the check at a few microseconds per update
+    log_density = 0.0 if log_density is None else log_density
     with np.errstate(invalid="ignore", over="ignore"):
         total = log_density + grad_norm + state.position.sum()
         if state.momentum is not None:

@@ -93,6 +93,12 @@ def _grad_estimate(graph):
     return [theta, weights, *graph.rows], [value, pytensor.grad(value, theta)]
 
 
+def _grad_estimate_gradient(graph):
+    # the gradient alone: the log density's prior part is a pass over every weight
+    inputs, (_, grad) = _grad_estimate(graph)
+    return inputs, grad
+
+
 def _grad_estimate_particles(graph):
     return vectorised_over_theta(*_grad_estimate(graph), graph.check_bounds)
 
@@ -107,6 +113,11 @@ def _grad_estimate_difference(graph):
         (weights * ll_center).sum(), center
     )
     return [theta, center, weights, *graph.rows], [value, grad]
+
+
+def _grad_estimate_difference_gradient(graph):
+    inputs, (_, grad) = _grad_estimate_difference(graph)
+    return inputs, grad
 
 
 def _logprior(graph):
@@ -134,8 +145,10 @@ BUILDERS = {
     "grad_loglik_rows": _grad_loglik_rows,
     "directional_grad_loglik": _directional_grad_loglik,
     "grad_estimate": _grad_estimate,
+    "grad_estimate_gradient": _grad_estimate_gradient,
     "grad_estimate_particles": _grad_estimate_particles,
     "grad_estimate_difference": _grad_estimate_difference,
+    "grad_estimate_difference_gradient": _grad_estimate_difference_gradient,
     "logprior": _logprior,
     "logprior_and_grad": _logprior_and_grad,
     "log_jacobian_and_grad": _log_jacobian_and_grad,

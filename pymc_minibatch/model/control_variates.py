@@ -64,6 +64,11 @@ class ControlVariateGradients:
         )
         return value + self.center_loglik, grad + self.center_grad_loglik
 
+    def gradient(self, theta, idx, weights=None):
+        """The gradient estimate of :meth:`__call__` alone (no log density)."""
+        grad = self.minibatch_model.gradient_estimate(theta, idx, weights, self.center)
+        return grad + self.center_grad_loglik
+
     def particles(self, thetas, idx, weights=None):
         """The estimates at each row of ``thetas`` (shape ``(M, ndim)``) on the same rows
         and ``weights``: values ``(M,)`` and gradients ``(M, ndim)``. The center's minibatch

@@ -56,6 +56,19 @@ class GradientEstimates:
         """
         return gradients.grad_estimate_difference(self, theta, center, idx, weights)
 
+    def gradient_estimate(self, theta, idx, weights=None, center=None):
+        """The gradient of :meth:`grad_estimate` (with ``center``, of
+        :meth:`grad_estimate_difference`) alone, without the log density: cheaper where
+        the prior's value is a pass over many parameters (a network's weights).
+
+        Examples
+        --------
+        >>> grad = mm.gradient_estimate(np.ones(3), np.arange(100))
+        >>> bool(np.allclose(grad, mm.grad_estimate(np.ones(3), np.arange(100))[1]))
+        True
+        """
+        return gradients.gradient_estimate(self, theta, idx, weights, center)
+
     def grad_estimate_particles(self, thetas, idx, weights=None):
         """:meth:`grad_estimate` at each row of ``thetas`` (shape ``(M, ndim)``), all on the
         same rows ``idx`` (gathered once) with the same ``weights``. Returns values ``(M,)``

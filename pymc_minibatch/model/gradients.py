@@ -24,11 +24,12 @@ def grad_estimator(minibatch_model, center=None, particles=False, vectorised=Tru
     center : ndarray, optional
         With a center (usually the Laplace fit's mode), the control-variate estimate
         around it (:class:`~pymc_minibatch.model.control_variates.ControlVariateGradients`,
-        one full-data pass now); without, the plain one.
+        one full-data pass now); without, the plain one (:class:`PlainGradients`).
     particles : bool, default False
         Estimate at each row of ``thetas`` (shape ``(M, ndim)``) on the same rows:
         ``estimate(thetas, idx)``; otherwise at one point: ``estimate(theta, idx,
-        weights=None)``.
+        weights=None)``, and ``estimate.gradient(theta, idx, weights=None)`` gives the
+        gradient alone (for the updates whose log density nobody reads).
     vectorised : bool, default True
         With ``particles``, one call of the graph vectorised over the particles
         (:func:`grad_estimate_particles`); else one call of the one-point function per
@@ -48,7 +49,10 @@ def grad_estimator(minibatch_model, center=None, particles=False, vectorised=Tru
     ...     mu = pm.Normal("mu", 0, 10)
     ...     obs = pm.Normal("y", mu, 1.0, observed=y)
     >>> mm = pmm.MinibatchModel(model)
-    >>> value, grad = grad_estimator(mm)(np.array([3.0]), np.arange(10))
+    >>> estimate = grad_estimator(mm)
+    >>> value, grad = estimate(np.array([3.0]), np.arange(10))
+    >>> bool(np.allclose(estimate.gradient(np.array([3.0]), np.arange(10)), grad))
+    True
     >>> values, grads = grad_estimator(mm, particles=True)(np.zeros((4, 1)), np.arange(10))
     >>> grads.shape
     (4, 1)
@@ -57,9 +61,41 @@ def grad_estimator(minibatch_model, center=None, particles=False, vectorised=Tru
         estimate = ControlVariateGradients(minibatch_model, center)
         return estimate.particles if particles else estimate
     if not particles:
-        return functools.partial(grad_estimate, minibatch_model)
+        return PlainGradients(minibatch_model)
     return functools.partial(grad_estimate_particles if vectorised else grad_estimate_each,
                              minibatch_model)  # fmt: skip
+
+
+class PlainGradients:
+    """The plain minibatch estimate at one point: ``(value, gradient)`` from a call
+    (:func:`grad_estimate`), the gradient alone from :meth:`gradient`.
+
+    Parameters
+    ----------
+    minibatch_model : MinibatchModel
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_minibatch as pmm
+    >>> from pymc_minibatch.model.gradients import PlainGradients
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu", 0, 10)
+    ...     obs = pm.Normal("y", mu, 1.0, observed=np.zeros(100))
+    >>> estimate = PlainGradients(pmm.MinibatchModel(model))
+    >>> estimate.gradient(np.array([1.0]), np.arange(10))
+    array([-100.01])
+    """
+
+    def __init__(self, minibatch_model):
+        self.minibatch_model = minibatch_model
+
+    def __call__(self, theta, idx, weights=None):
+        return grad_estimate(self.minibatch_model, theta, idx, weights)
+
+    def gradient(self, theta, idx, weights=None):
+        """The gradient of the estimate alone: without the log density, whose prior part is
+        a pass over every parameter (a network's weights)."""
+        return gradient_estimate(self.minibatch_model, theta, idx, weights)
 
 
 def grad_estimate(minibatch_model, theta, idx, weights=None):
@@ -74,6 +110,20 @@ def grad_estimate(minibatch_model, theta, idx, weights=None):
         *mm.row_source.gather(idx),
     )  # fmt: skip
     return float(value), grad
+
+
+def gradient_estimate(minibatch_model, theta, idx, weights=None, center=None):
+    """:meth:`MinibatchModel.gradient_estimate`: the gradient of :func:`grad_estimate`
+    (with ``center``, of :func:`grad_estimate_difference`) alone, without the log density,
+    whose prior part is a pass over every parameter."""
+    mm = minibatch_model
+    idx = np.asarray(idx)
+    if idx.size == 0:
+        raise ValueError("gradient_estimate needs at least one row index")
+    centers = () if center is None else (mm.as_theta(center),)
+    name = "grad_estimate_gradient" if center is None else "grad_estimate_difference_gradient"
+    return mm.functions.call(name, mm.as_theta(theta), *centers,
+                             row_weights(mm.n_data, idx, weights), *mm.row_source.gather(idx))
 
 
 def grad_estimate_difference(minibatch_model, theta, center, idx, weights=None):

@@ -21,6 +21,7 @@ from pymc_minibatch.draw_memory import check_chain_fits, default_per_draw
 from pymc_minibatch.exceptions import SamplerDivergenceError
 from pymc_minibatch.kernels import sg_chain
 from pymc_minibatch.kernels.batches import checked_batch_size
+from pymc_minibatch.kernels.noise import COMPILED_MIN_SIZE
 from pymc_minibatch.kernels.preconditioning import identity_preconditioner
 from pymc_minibatch.kernels.schedules import as_schedule
 from pymc_minibatch.kernels.sg_chain import SGSettings, gradient_noise
@@ -191,11 +192,21 @@ class SGMCMC(MinibatchStep):
             self.laplace.preconditioner if self.precondition else identity_preconditioner(mm.ndim)
         )
         self.estimate = grad_estimator(mm, self.laplace.mode if self.control_variates else None)
+        # on big models the log density's prior part costs a pass over every parameter:
+        # only a draw's last update, whose log density is recorded, computes it
+        big = mm.ndim >= COMPILED_MIN_SIZE
+        self.gradient_estimate = self.estimate.gradient if big else None
+        """The estimate's gradient alone for the updates of a draw but its last (``None``:
+        every update takes the log density too, one compiled function fewer)."""
         self.strata = chosen_strata(stratify, mm, self.batch_size, self.laplace is not None)
         """The stratified batches' layout (:class:`~pymc_minibatch.kernels.strata.Strata`),
         or None for uniform batches."""
         if self.strata is not None:  # the layout's weights, fixed: the chain passes rows only
-            self.estimate = functools.partial(self.estimate, weights=self.strata.weights)
+            weights = self.strata.weights
+            self.estimate = functools.partial(self.estimate, weights=weights)
+            if big:
+                self.gradient_estimate = functools.partial(self.gradient_estimate,
+                                                           weights=weights)  # fmt: skip
         self.noise_ratio = self._noise_ratio() if given_schedule is None else None
         """``r`` of the default step-size rule (``None`` when ``step_size`` is given)."""
         self.schedule = (
@@ -276,9 +287,8 @@ class SGMCMC(MinibatchStep):
         checking = not self.tune and self.check_state is not None
         if checking:  # the draw the updates start from, scored by their first gradient
             previous = self.preconditioner.to_theta(self.chain.position)
-        self.chain, info = sg_chain.step(
-            self.rng, self.chain, self.estimate, self.settings, self.updates_per_draw
-        )
+        self.chain, info = sg_chain.step(self.rng, self.chain, self.estimate, self.settings,
+                                         self.updates_per_draw, self.gradient_estimate)  # fmt: skip
         if info.divergence is not None:
             raise SamplerDivergenceError(self._divergence_message(info))
         position = self.preconditioner.to_theta(self.chain.position)

@@ -106,6 +106,37 @@ def test_largest_default_steps_keep_a_unit_gaussians_sd(config, step_size, sd, t
         assert autocorrelation == pytest.approx(1 - step_size / 2, abs=0.02)
 
 
+def test_a_gradient_alone_serves_every_update_but_the_last():
+    calls = []
+
+    def estimate(theta, rows):
+        calls.append("estimate")
+        return gaussian_estimate(theta, rows)
+
+    def gradient(theta, rows):
+        calls.append("gradient")
+        return gaussian_estimate(theta, rows)[1]
+
+    settings = _settings(SGNHT)
+    rng_both, state_both = _chain(SGNHT)
+    rng_one, state_one = _chain(SGNHT)
+    state_both, info_both = sg_chain.step(rng_both, state_both, estimate, settings, 4, gradient)
+    assert calls == ["gradient"] * 3 + ["estimate"]
+    state_one, info_one = sg_chain.step(rng_one, state_one, gaussian_estimate, settings, 4)
+    np.testing.assert_array_equal(state_both.position, state_one.position)
+    assert info_both.log_density == info_one.log_density
+
+
+def test_a_divergence_on_an_update_without_log_density_is_still_caught():
+    def gradient(theta, rows):
+        return np.array([np.inf, 0.0])
+
+    rng, state = _chain(SGNHT)
+    state, info = sg_chain.step(rng, state, gaussian_estimate, _settings(SGNHT), 10, gradient)
+    assert info.updates == 1 and info.divergence.reason.startswith("non-finite gradient")
+    assert np.isnan(info.log_density)
+
+
 def test_statistics_describe_the_last_update():
     settings = _settings(SGNHT)
     rng, state = _chain(SGNHT)

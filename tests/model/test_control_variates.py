@@ -35,6 +35,18 @@ def test_the_difference_is_the_estimate_minus_the_centers_likelihood_part(logist
     np.testing.assert_allclose(grad, expected_grad, rtol=1e-10)
 
 
+def test_the_gradient_alone_is_the_estimates_gradient(logistic):
+    mm, estimate = logistic
+    theta, rows, weights = np.array([-1.4, 0.7, 0.5]), np.arange(10, 60), np.full(50, 7.0)
+    for given in (None, weights):
+        np.testing.assert_allclose(estimate.gradient(theta, rows, given),
+                                   estimate(theta, rows, given)[1], rtol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(mm.gradient_estimate(theta, rows, given),
+                                   mm.grad_estimate(theta, rows, given)[1], rtol=1e-12)  # fmt: skip
+    with pytest.raises(ValueError, match="at least one row"):
+        mm.gradient_estimate(theta, np.array([], dtype=int))
+
+
 def test_at_the_center_every_batch_gives_the_full_gradient(logistic):
     """The noise is zero at the center: the batch terms cancel exactly."""
     mm, estimate = logistic

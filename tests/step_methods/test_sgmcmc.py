@@ -161,6 +161,34 @@ def test_updates_per_draw_is_the_same_chain_thinned(logistic, sampler):
         np.testing.assert_array_equal(stats["resampled"].values[0], flags)
 
 
+def test_a_big_models_updates_take_the_gradient_alone_but_a_draws_last():
+    """4100 coefficients (a big model): the thinned chain is the chain of single updates, to
+    rounding (its intermediate updates evaluate the gradient without the log density)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 4100)) / 60
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 1.0, shape=4100)
+        pm.Bernoulli("y", logit_p=x @ beta, observed=rng.integers(0, 2, size=300))
+
+    def draws(k, n_draws):
+        with model:
+            step = pmm.SGLD(batch_size=100, updates_per_draw=k)
+            idata = pm.sample(step=step, draws=n_draws, tune=0, chains=1, random_seed=4,
+                              progressbar=False, compute_convergence_checks=False)  # fmt: skip
+        assert step.gradient_estimate is not None
+        return posterior(idata)["beta"].values[0], sample_stats(idata)["log_density"].values[0]
+
+    thinned, log_density = draws(3, 4)
+    every, log_density_every = draws(1, 12)
+    np.testing.assert_allclose(thinned, every[2::3], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(log_density, log_density_every[2::3], rtol=1e-9)
+
+
+def test_small_models_compile_no_gradient_alone(logistic):
+    with logistic:
+        assert pmm.SGHMC(batch_size=100).gradient_estimate is None
+
+
 def test_preconditioner_is_the_posterior_scale(normal_mean):
     model, y = normal_mean
     with model:
