@@ -4,10 +4,11 @@ On a network of 10^5 weights every vector operation of the NumPy step reads and 
 numbers: SGHMC's step made about fifteen such passes, and the softened kinetics' ``tanh``
 (``a = 1``, SGMGT and SGMGT-D) cost NumPy as much as the minibatch gradient
 (``benchmarks/big_models.py`` prints the costs). Here each part of the step is one compiled
-loop over the coordinates with its normal draws taken inside it, and the kinetics'
-derivatives come from one ``exp`` per coordinate, computed by NumPy's vectorised ``exp``
-(``tanh(x / 2) = sign(x) (1 - e) / (1 + e)`` and ``sech(x / 2)^2 = 4 e / (1 + e)^2`` with
-``e = exp(-|x|)``).
+loop over the coordinates (summing the gradient's squares as it reads it), and the
+kinetics' derivatives come from one ``exp`` per coordinate, computed by NumPy's vectorised
+``exp`` (``tanh(x / 2) = sign(x) (1 - e) / (1 + e)`` and ``sech(x / 2)^2 = 4 e / (1 + e)^2``
+with ``e = exp(-|x|)``): once per step, as the new momentum's ``exp`` serves the next step's
+friction.
 
 The values are those of the NumPy step: the same operations in the same order, and the normal
 draws of the same generator in the same order (all of the momentum's, then all of the
@@ -35,10 +36,23 @@ def applies(config, size, rng) -> bool:
     return size >= COMPILED_MIN_SIZE and isinstance(rng, np.random.Generator) and finite
 
 
-def euler_update(rng, position, momentum, thermostat, gradient, step_size, config):
-    """``(position, momentum, thermostat)`` after one Euler step of eq. (15) (new arrays; the
-    last two ``None`` without momentum), from the gradient ``gradient`` of the log density at
-    ``position``: the step of :func:`~pymc_minibatch.kernels.sgmgt.euler_step`."""
+def euler_update(rng, position, momentum, thermostat, gradient, step_size, config,
+                 momentum_decay=None):  # fmt: skip
+    """One Euler step of eq. (15), the step of :func:`~pymc_minibatch.kernels.sgmgt.euler_step`,
+    from the gradient ``gradient`` of the log density at ``position``.
+
+    ``momentum_decay`` is what this function returned for ``momentum`` on the previous step
+    (softened kinetics only): the step needs the kinetics' derivatives at the momentum it
+    starts from and at the one it makes, and the first are the second of the step before.
+
+    Returns
+    -------
+    tuple
+        ``(position, momentum, thermostat, momentum_decay, gradient_sq)``: new arrays (the
+        momentum and thermostats ``None`` without momentum), the new momentum's decay
+        (``None`` unless the kinetics are softened) and ``gradient @ gradient``, summed in
+        the step's loop.
+    """
     h = float(step_size)
     # the normal vectors first, in the NumPy step's order (a loop drawing them one by one
     # between its arithmetic ran slower than these two passes)
@@ -51,23 +65,29 @@ def euler_update(rng, position, momentum, thermostat, gradient, step_size, confi
                ("thermostat", config.sigma_xi))}  # fmt: skip
     if config.kinetics is None:
         new_position = np.empty_like(position)
-        _langevin(position, gradient, noise["position"], h * config.sigma_theta,
-                  scales["position"], new_position)  # fmt: skip
-        return new_position, None, None
+        gradient_sq = _langevin(position, gradient, noise["position"], h * config.sigma_theta,
+                                scales["position"], new_position)  # fmt: skip
+        return new_position, None, None, None, gradient_sq
     code, c = _kinetics_code(config.kinetics)
+    if momentum_decay is None:
+        momentum_decay = _decay(momentum, code, c)
     new_momentum = np.empty_like(momentum)
-    _momentum(momentum, thermostat, gradient, _decay(momentum, code, c), noise["momentum"], h,
-              config.sigma_p, config.gamma, scales["momentum"], code, new_momentum)  # fmt: skip
+    gradient_sq = _momentum(momentum, thermostat, gradient, momentum_decay, noise["momentum"],
+                            h, config.sigma_p, config.gamma, scales["momentum"], code,
+                            new_momentum)  # fmt: skip
     new_position = np.empty_like(position)
     moves_thermostat = config.gamma > 0 or config.sigma_xi > 0
     new_thermostat = np.empty_like(thermostat) if moves_thermostat else thermostat
+    new_decay = _decay(new_momentum, code, c)
     _position_and_thermostat(
-        position, new_momentum, thermostat, gradient, _decay(new_momentum, code, c),
+        position, new_momentum, thermostat, gradient, new_decay,
         noise["position"], noise["thermostat"], h, config.sigma_theta, config.sigma_xi,
         config.gamma, scales["position"], scales["thermostat"], moves_thermostat, code, c,
         new_position, new_thermostat,
     )  # fmt: skip
-    return new_position, new_momentum, new_thermostat
+    softened = code in (MONOMIAL_1, MONOMIAL_2)
+    return (new_position, new_momentum, new_thermostat, new_decay if softened else None,
+            gradient_sq)  # fmt: skip
 
 
 def _kinetics_code(kinetics):
@@ -78,11 +98,13 @@ def _kinetics_code(kinetics):
 
 def _decay(momentum, code, c):
     """``exp(-c |p|)`` (a = 1) or ``exp(-c sqrt|p|)`` (a = 2), vectorised; unused otherwise."""
-    if code == MONOMIAL_1:
-        return np.exp(np.abs(momentum) * -c)
+    if code not in (MONOMIAL_1, MONOMIAL_2):
+        return momentum
+    decay = np.abs(momentum)  # then in place: one array for the three passes
     if code == MONOMIAL_2:
-        return np.exp(np.sqrt(np.abs(momentum)) * -c)
-    return momentum
+        np.sqrt(decay, out=decay)
+    decay *= -c
+    return np.exp(decay, out=decay)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -114,21 +136,27 @@ def _kinetics_hess(p, decay, code, c):
 
 @numba.njit(cache=True, nogil=True)
 def _langevin(position, gradient, noise, drift_scale, noise_scale, out):
+    gradient_sq = 0.0
     for i in range(position.size):
+        gradient_sq += gradient[i] * gradient[i]
         theta = position[i] + drift_scale * gradient[i]
         out[i] = theta + noise[i] * noise_scale
+    return gradient_sq
 
 
 @numba.njit(cache=True, nogil=True)
 def _momentum(momentum, thermostat, gradient, decay, noise, h, sigma_p, gamma, noise_scale,
               code, out):  # fmt: skip
+    gradient_sq = 0.0
     for i in range(momentum.size):
+        gradient_sq += gradient[i] * gradient[i]
         friction = sigma_p + gamma * thermostat[i] if gamma > 0 else sigma_p
         p = momentum[i]
         p = p + h * gradient[i] - h * friction * _kinetics_grad(p, decay[i], code)
         if sigma_p > 0:
             p += noise[i] * noise_scale
         out[i] = p
+    return gradient_sq
 
 
 @numba.njit(cache=True, nogil=True)

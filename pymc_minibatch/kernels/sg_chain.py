@@ -196,19 +196,48 @@ def find_divergence(state: SGState, log_density, grad_norm) -> Divergence | None
     # one sum is finite only if every part is (inf - inf is NaN): checked per part only
     # when it is not, which keeps the check at a few microseconds per update
     log_density = 0.0 if log_density is None else log_density
+    distance, state_sum = _distance_and_sum(state)
     with np.errstate(invalid="ignore", over="ignore"):
-        total = log_density + grad_norm + state.position.sum()
-        if state.momentum is not None:
-            total += state.momentum.sum() + state.thermostat.sum()
+        total = log_density + grad_norm + state_sum
     if not math.isfinite(total):
         parts = {"log density": log_density, "gradient": grad_norm, "position": state.position}
         if state.momentum is not None:
             parts.update(momentum=state.momentum, thermostat=state.thermostat)
         bad = [name for name, value in parts.items() if not np.all(np.isfinite(value))]
         return Divergence(f"non-finite {', '.join(bad)}", *largest_move(state))
-    if runaway_distance(state.position, state.anchor) is not None:
+    if distance > RUNAWAY_DISTANCE:
         return Divergence("ran away", *largest_move(state))
     return None
+
+
+def _distance_and_sum(state: SGState):
+    """The largest distance of the position from the anchor, and the sum of the position,
+    momentum and thermostats (finite only if each is): one compiled pass on big models."""
+    position, anchor = state.position, state.anchor
+    has_momentum = state.momentum is not None
+    if position.size >= COMPILED_MIN_SIZE and position.shape == np.shape(anchor):
+        momentum, thermostat = (state.momentum, state.thermostat) if has_momentum else (
+            _NOTHING, _NOTHING)  # fmt: skip
+        return _compiled_distance_and_sum(position, anchor, momentum, thermostat)
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = position.sum()
+        if has_momentum:
+            total += state.momentum.sum() + state.thermostat.sum()
+        return float(np.abs(position - anchor).max()), total
+
+
+_NOTHING = np.empty(0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _compiled_distance_and_sum(position, anchor, momentum, thermostat):
+    largest, total = 0.0, 0.0
+    for i in range(position.size):
+        total += position[i]
+        largest = max(largest, abs(position[i] - anchor[i]))
+    for i in range(momentum.size):
+        total += momentum[i] + thermostat[i]
+    return largest, total
 
 
 def runaway_distance(position, anchor):

@@ -169,6 +169,9 @@ class SGState(NamedTuple):
     """Rows of the epoch used so far."""
     anchor: np.ndarray | None = None
     """``z`` a divergence is measured from (the mode, or the chain's start)."""
+    kinetics_cache: tuple | None = None
+    """``(momentum, its exp-decay)`` left by the compiled step for softened kinetics: the
+    next step reuses the decay while ``momentum`` is still that array."""
 
 
 class SGMGTInfo(NamedTuple):
@@ -212,13 +215,17 @@ def euler_step(
     h = step_size
     theta = state.position
     gradient = gradient_fn(theta)
-    info = SGMGTInfo(math.sqrt(gradient @ gradient))
     kinetics = config.kinetics
     if compiled_euler.applies(config, theta.size, rng):  # big models: the same step, compiled
-        theta, p, xi = compiled_euler.euler_update(
-            rng, theta, state.momentum, state.thermostat, gradient, h, config
+        cache = state.kinetics_cache
+        decay = cache[1] if cache is not None and cache[0] is state.momentum else None
+        theta, p, xi, decay, gradient_sq = compiled_euler.euler_update(
+            rng, theta, state.momentum, state.thermostat, gradient, h, config, decay
         )
-        return state._replace(position=theta, momentum=p, thermostat=xi), info
+        cache = None if decay is None else (p, decay)
+        state = state._replace(position=theta, momentum=p, thermostat=xi, kinetics_cache=cache)
+        return state, SGMGTInfo(math.sqrt(gradient_sq))
+    info = SGMGTInfo(math.sqrt(gradient @ gradient))
     # terms whose coefficient is 0 are skipped (the same values: they would add exact zeros)
     if kinetics is None:
         theta = theta + h * config.sigma_theta * gradient

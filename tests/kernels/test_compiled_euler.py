@@ -8,7 +8,7 @@ import pytest
 
 from pymc_minibatch.kernels import compiled_euler
 from pymc_minibatch.kernels.noise import COMPILED_MIN_SIZE
-from pymc_minibatch.kernels.sgmgt import SGMGTConfig, SGState, euler_step
+from pymc_minibatch.kernels.sgmgt import SGMGTConfig, SGState, euler_step, resample_momentum
 
 SIZE = COMPILED_MIN_SIZE + 3
 
@@ -73,3 +73,29 @@ def test_compiled_step_applies_to_big_models_only():
     assert not compiled_euler.applies(config, SIZE, np.random.RandomState(0))
     stiff = SGMGTConfig.sgmgt(1, np.inf, sigma_p=0.5, gamma=1.0)
     assert not compiled_euler.applies(stiff, SIZE, rng)
+
+
+@pytest.mark.parametrize("name", ["sgmgt a=1", "sgmgtd a=2", "sghmc"])
+def test_successive_steps_and_a_resampled_momentum_are_the_numpy_steps(name, monkeypatch):
+    """The compiled step reuses the kinetics' decay of the momentum it made on the step
+    before, and recomputes it once the momentum was redrawn."""
+    config = CONFIGS[name]
+    start = _state(config, np.random.default_rng(0))
+    gradients = np.random.default_rng(1).normal(scale=5.0, size=(3, SIZE))
+
+    def run(rng):
+        state = start
+        for k, gradient in enumerate(gradients):
+            if k == 2:
+                state = resample_momentum(rng, state, config)[0]
+            state, _ = euler_step(rng, state, lambda theta, g=gradient: g, 0.01, config)
+        return state
+
+    compiled = run(np.random.default_rng(2))
+    softened = config.kinetics.a != 0.5
+    assert (compiled.kinetics_cache is not None) == softened
+    monkeypatch.setattr(compiled_euler, "applies", lambda *args: False)
+    expected = run(np.random.default_rng(2))
+    for field in ("position", "momentum", "thermostat"):
+        np.testing.assert_allclose(getattr(compiled, field), getattr(expected, field),
+                                   rtol=1e-12, atol=1e-14, err_msg=field)  # fmt: skip
