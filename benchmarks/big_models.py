@@ -11,9 +11,10 @@ labelled by a fixed random network, :func:`networks.mnist_shaped_data`), batch 1
   (:class:`networks.HandGradient`), median of repeated calls, measured again before and
   after each sampler's runs (the mean of the two is its floor: a shared machine's speed
   drifted by a factor of two within one run of this script);
-* the package's own minibatch gradient (``MinibatchModel.grad_estimate``) and a standard
-  normal vector of the network's size from NumPy and from the compiled draw of
-  :mod:`pymc_minibatch.kernels.noise` (the same values);
+* the package's own minibatch gradient (``MinibatchModel.grad_estimate``, and the gradient
+  alone, ``gradient_estimate``, which a draw's updates but its last take) and a standard
+  normal vector of the network's size from NumPy and from the compiled ziggurat of
+  :mod:`pymc_minibatch.kernels.noise`;
 * **per update** of every stochastic-gradient preset at its defaults inside ``pm.sample``
   (``updates_per_draw=50``, one chain, no progress bar), as the difference between a run
   of 24 draws and one of 4 divided by the 1000 updates between them, so that the run's
@@ -116,9 +117,12 @@ def main(argv=None):
     theta = fit.mode
     package_gradient = median_ms(lambda: mm.grad_estimate(theta, rng.choice(N_ROWS, BATCH,
                                                                             replace=False)))
+    gradient_alone = median_ms(lambda: mm.gradient_estimate(theta, rng.choice(N_ROWS, BATCH,
+                                                                              replace=False)))
     print(f"784-200-10 ReLU network, {ndim} parameters, {N_ROWS} rows, batch {BATCH}")
     print(f"  floor (hand-written NumPy gradient) {floor:.3f} ms; the package's gradient "
-          f"{package_gradient:.3f} ms ({package_gradient / floor:.2f}x)")  # fmt: skip
+          f"{package_gradient:.3f} ms ({package_gradient / floor:.2f}x), the gradient alone "
+          f"{gradient_alone:.3f} ms ({gradient_alone / floor:.2f}x)")  # fmt: skip
     print(f"  {ndim} standard normals: NumPy {numpy_normal:.3f} ms, compiled "
           f"{compiled_normal:.3f} ms")  # fmt: skip
     print(f"  diagonal fit: {fit.updates} Adam updates, {fit_seconds:.1f} s")
@@ -187,6 +191,7 @@ def main(argv=None):
                     "parameters": ndim, "rows": N_ROWS, "batch_size": BATCH},
         "floor_ms": floor,
         "package_gradient_ms": package_gradient,
+        "gradient_alone_ms": gradient_alone,
         "normal_draw_ms": {"numpy": numpy_normal, "compiled": compiled_normal},
         "diagonal_fit": {"adam_updates": fit.updates, "seconds": fit_seconds},
         "noise_ratio_on_sgld_chain": ratios,
