@@ -20,7 +20,10 @@ Table 1), batches of 100 rows, :data:`EPOCHS` epochs of updates for every method
   log-likelihood), and the diagonal fit's Adam center, as point estimates;
 * ADVI on ``pm.Minibatch`` batches of 100 with ``total_size`` (mean-field, weights started
   at standard normal draws, as PyMC's Bayesian neural network example), the same number of
-  updates and its usual 30,000, 500 draws of the fit.
+  updates and its usual 30,000, 500 draws of the fit;
+* SGHMC, SGMGT-D and CMINT again with ADVI's 30,000 updates (:data:`EQUAL_BUDGET_SAMPLERS`,
+  rows "... 30000"; CMINT's rounds scaled the same way): the same number of minibatch
+  gradients as ADVI's usual fit.
 
 For each: the **test accuracy**, **test log-likelihood** (mean over the test images of the
 log of the predictive probability, averaged over the draws, of the true class), the
@@ -37,7 +40,7 @@ From the repository's root (the ``bench`` extra: scikit-learn)::
     OPENBLAS_NUM_THREADS=1 python benchmarks/networks_digits.py
 
 It writes ``benchmarks/results/networks_digits.json`` (or ``--json``) with the machine, the
-versions and the command. It takes about twenty minutes on one core.
+versions and the command. It takes about forty minutes on one core.
 """
 
 import argparse
@@ -69,6 +72,8 @@ ADVI_DRAWS = 500
 #: ADVI's updates in its usual budget (PyMC's Bayesian neural network example, and the
 #: tall-data comparisons of this repository, run 30,000).
 ADVI_LONG = 30_000
+#: Samplers also run with ADVI's usual number of updates (the same number of gradients).
+EQUAL_BUDGET_SAMPLERS = ("SGHMC", "SGMGTD", "CMINT")
 
 
 def predict(weights, x):
@@ -119,21 +124,21 @@ def posterior_draws(idata, names):
             for c in range(n_chains) for d in range(n_draws)]  # fmt: skip
 
 
-def run_sg(name, options, model, names, steps_per_epoch, test, seed):
+def run_sg(name, options, model, names, steps_per_epoch, test, seed, epochs=EPOCHS):
     started = time.perf_counter()
     with model:
         step = getattr(pmm, name.split()[0])(batch_size=BATCH, updates_per_draw=steps_per_epoch,
                                              **options)  # fmt: skip
-        idata = pm.sample(step=step, draws=EPOCHS, tune=0, chains=1, progressbar=False,
+        idata = pm.sample(step=step, draws=epochs, tune=0, chains=1, progressbar=False,
                           random_seed=seed, compute_convergence_checks=False)  # fmt: skip
     draws = posterior_draws(idata, names)
     # the predictive average over the second half (the first is the chain's burn-in)
-    result = ensemble_result(draws[EPOCHS // 2:], *test, time.perf_counter() - started)
+    result = ensemble_result(draws[epochs // 2:], *test, time.perf_counter() - started)
     result["test_error_by_epoch"] = ensemble_result(draws, *test, 0.0, 1)["test_error_by_epoch"]
     return {**result, "repr": repr(step)}
 
 
-def run_mint(name, model, names, steps_per_epoch, test, seed):
+def run_mint(name, model, names, steps_per_epoch, test, seed, epochs=EPOCHS):
     started = time.perf_counter()
     # a step per draw, the draws of an epoch's end picked below: the chain the default
     # thinning (a draw per epoch) keeps part of
@@ -141,9 +146,9 @@ def run_mint(name, model, names, steps_per_epoch, test, seed):
     with model:
         if name.startswith("MINT"):
             step = pmm.MINT(batch_size=BATCH, **options)
-            draws = EPOCHS * steps_per_epoch
-        else:  # rounds of 10 epochs, decay every epoch: the paper's shape in the budget
-            step = pmm.CMINT(batch_size=BATCH, round_epochs=max(1, EPOCHS // 10), decay_every=1,
+            draws = epochs * steps_per_epoch
+        else:  # ten rounds, decay every epoch: the paper's shape in the budget
+            step = pmm.CMINT(batch_size=BATCH, round_epochs=max(1, epochs // 10), decay_every=1,
                              **options)  # fmt: skip
             draws = step.schedule_draws
         idata = pm.sample(step=step, draws=draws, tune=steps_per_epoch * 10, chains=1,
@@ -155,7 +160,7 @@ def run_mint(name, model, names, steps_per_epoch, test, seed):
                 for k in range(ensemble.sizes["draw"])]  # fmt: skip
     else:  # one draw per epoch, the second half
         every = posterior_draws(idata, names)[steps_per_epoch - 1 :: steps_per_epoch]
-        kept = every[EPOCHS // 2 :]
+        kept = every[epochs // 2 :]
     result = ensemble_result(kept, *test, time.perf_counter() - started)
     accepted = float(idata.sample_stats["accepted"].mean())
     return {**result, "repr": repr(step), "acceptance": accepted,
@@ -274,6 +279,13 @@ def main(argv=None):
         for method in PARTICLE_METHODS:
             report(method, run_particles(method, model, names, steps_per_epoch, test, seed),
                    seed)  # fmt: skip
+        equal_epochs = ADVI_LONG // steps_per_epoch  # ADVI's updates, in whole epochs
+        for name in EQUAL_BUDGET_SAMPLERS:
+            run = (run_mint(name, model, names, steps_per_epoch, test, seed, equal_epochs)
+                   if name == "CMINT" else
+                   run_sg(name, SG_PRESETS[name], model, names, steps_per_epoch, test, seed,
+                          equal_epochs))  # fmt: skip
+            report(f"{name} {equal_epochs * steps_per_epoch}", run, seed)
     runs = {name: over_seeds(results) for name, results in by_seed.items()}
     print(f"means over the seeds {SEEDS}:")
     for name, run in runs.items():
