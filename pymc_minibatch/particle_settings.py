@@ -109,6 +109,23 @@ without control variates). On the 784-200-10 network of ``benchmarks/big_models.
 w-SGLD's particles ran at it without leaving floating point; the constant 0.05 of the
 exact fit's models is far larger than it there."""
 
+BIG_MODEL_KERNEL = "joint"
+"""SVGD's kernel by default on such a model (``kernel="auto"``), whatever its dimension.
+
+The kernel per coordinate
+(:func:`~pymc_minibatch.kernels.particle_velocities.coordinate_svgd_velocity`) is chosen
+elsewhere for its fixed points, which match each coordinate's marginal score: right where
+the preconditioner leaves the posterior close to independent, as the exact Laplace fit
+does. The diagonal fit rescales each coordinate alone and leaves a network's weights as
+dependent as they are, so that reason does not hold there, while the kernel per coordinate
+costs ``M^2 d`` exponentials per step and, every ``COORDINATE_BANDWIDTH_EVERY`` steps, a
+median over the ``M (M - 1) / 2`` pairs in each coordinate: on a network's 10^5 weights,
+more than the ``M`` gradients themselves (``benchmarks/big_models.py`` prints a step's
+cost beside them). The joint kernel's interaction is the pairs' distances and a few ``M x M``
+by ``M x d`` matrix products. Its repulsion fades as the dimension grows past ``M`` (Ba,
+Erdogdu, Ghassemi, Sun, Suzuki, Wu & Zhang 2021, "Understanding the variance collapse of
+SVGD in high dimensions", ICLR): the particles stay close to the diagonal fit's center."""
+
 GROUP_PARTICLES = 200
 """SVGD's particles by default on a hierarchical model of at least ``MANY_GROUPS`` groups.
 
@@ -291,8 +308,10 @@ def particle_count(n_particles, method, minibatch_model):
     return GROUP_PARTICLES if many_groups else DEFAULT_PARTICLES
 
 
-def chosen_kernel(kernel, method, n_particles, ndim):
-    """The kernel SVGD uses (``"joint"`` for the other methods)."""
+def chosen_kernel(kernel, method, n_particles, minibatch_model):
+    """The kernel SVGD uses (``"joint"`` for the other methods); ``"auto"``: the joint
+    kernel on a model too big for the exact Laplace fit (``BIG_MODEL_KERNEL``), else the
+    kernel per coordinate on a model of more coordinates than particles."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if method != "svgd":
@@ -300,7 +319,9 @@ def chosen_kernel(kernel, method, n_particles, ndim):
             raise ValueError(f"kernel='coordinates' is SVGD's; {method!r} uses the joint kernel")
         return "joint"
     if kernel == "auto":
-        return "coordinates" if ndim > n_particles else "joint"
+        if not minibatch_model.laplace_is_exact():
+            return BIG_MODEL_KERNEL
+        return "coordinates" if minibatch_model.ndim > n_particles else "joint"
     return kernel
 
 

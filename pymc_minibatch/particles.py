@@ -203,12 +203,16 @@ def sample_particles(
         :func:`~pymc_minibatch.kernels.particle_velocities.coordinate_svgd_velocity`), whose
         repulsion does not fade with the dimension. ``"auto"``: ``"coordinates"``
         when the model has more coordinates than ``n_particles``, where the joint kernel's
-        particles collapse towards the mode, else ``"joint"``. On the hierarchical models
-        of ``benchmarks/hierarchical.py`` (``benchmarks/results/hierarchical_N1e5_G*.json``)
-        the joint kernel's sds came out 0.64-0.89 of nutpie's with 106 parameters and
-        0.50-0.87 with 1006 (a mean 4.2 sds off); the coordinate kernel's 0.91-1.03 and
-        0.87-1.10, with means within 0.09 sd and 0.82 sd (the group scale, which plain
-        steps carry up from the Laplace start too slowly: see ``momentum``). The kernel
+        particles collapse towards the mode, else ``"joint"``; but ``"joint"`` on a model
+        too big for the exact Laplace fit (a network), whose diagonal fit does not make the
+        coordinates independent, as the kernel per coordinate needs, and where that
+        kernel's ``M^2 d`` exponentials cost more than the gradients (``BIG_MODEL_KERNEL``).
+        On the hierarchical models of ``benchmarks/hierarchical.py``
+        (``benchmarks/results/hierarchical_N1e5_G*.json``) the joint kernel's sds came out
+        0.64-0.89 of nutpie's with 106 parameters and 0.50-0.87 with 1006 (a mean 4.2 sds
+        off); the coordinate kernel's 0.91-1.03 and 0.87-1.10, with means within 0.09 sd
+        and 0.82 sd (the group scale, which plain steps carry up from the Laplace start too
+        slowly: see ``momentum``). The kernel
         per coordinate has a linear part that restores the particles' variance in each
         coordinate
         (:func:`~pymc_minibatch.kernels.particle_velocities.linear_svgd_velocity`, applied
@@ -360,7 +364,7 @@ def sample_particles(
     minibatch_model = MinibatchModel(model if centring is None else centring.model, data=data,
                                      progressbar=progressbar)  # fmt: skip
     n_particles = particle_count(n_particles, method, minibatch_model)
-    settings["kernel"] = chosen_kernel(kernel, method, n_particles, minibatch_model.ndim)
+    settings["kernel"] = chosen_kernel(kernel, method, n_particles, minibatch_model)
     if bandwidth_scale is None and settings["kernel"] == "coordinates":
         settings["bandwidth_scale"] = 1.0
     n_data = minibatch_model.n_data

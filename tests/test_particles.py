@@ -12,6 +12,7 @@ import pytest
 import pymc_minibatch as pmm
 from pymc_minibatch._compat import IS_PYMC6, posterior, sample_stats
 from pymc_minibatch.model.batch_layout import chosen_strata
+from tests.support.networks import N_PARAMETERS, network
 
 matplotlib.use("Agg")
 
@@ -241,6 +242,30 @@ def test_svgd_takes_more_particles_by_default_on_many_groups(model):
                                  **{**QUICK, "n_particles": "auto"})  # fmt: skip
     assert posterior(idata).attrs["n_particles"] == 100
     assert posterior(idata).sizes["draw"] == 100
+
+
+@pytest.mark.filterwarnings("ignore::pymc_minibatch.ParticlesNotSettledWarning")  # 3 steps
+def test_svgd_keeps_the_joint_kernel_on_a_model_too_big_for_the_exact_fit(model):
+    """``kernel="auto"``: the kernel per coordinate from more coordinates than particles on,
+    but the joint kernel (``BIG_MODEL_KERNEL``) on a network preconditioned by the diagonal
+    fit, however many its coordinates, with SVGD's bandwidth scale; the result's attrs say
+    which. The kernel per coordinate is still there on request."""
+    kernel = pmm.particle_settings.chosen_kernel
+    assert kernel("auto", "svgd", 2, pmm.MinibatchModel(model)) == "coordinates"  # 3 > 2
+    assert kernel("auto", "svgd", 12, pmm.MinibatchModel(model)) == "joint"
+    big = network(n_rows=300)
+    assert N_PARAMETERS > 20 and not pmm.MinibatchModel(big).laplace_is_exact()
+    assert kernel("auto", "svgd", 20, pmm.MinibatchModel(big)) == "joint"
+    attrs = {}
+    for choice in ("auto", "coordinates"):
+        idata = pmm.sample_particles("svgd", kernel=choice, n_steps=3, model=big, random_seed=1,
+                                     progressbar=False)  # fmt: skip
+        attrs[choice] = posterior(idata).attrs
+    assert pmm.particle_settings.BIG_MODEL_KERNEL == "joint"
+    assert (attrs["auto"]["kernel"], attrs["auto"]["n_particles"]) == ("joint", 20)
+    assert attrs["auto"]["bandwidth_scale"] == pmm.particles.DEFAULT_BANDWIDTH_SCALE["svgd"]
+    assert (attrs["coordinates"]["kernel"], attrs["coordinates"]["bandwidth_scale"]) == (
+        "coordinates", 1.0)
 
 
 def test_momentum_moves_the_particles_and_is_reproducible(model):

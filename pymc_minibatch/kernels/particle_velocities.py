@@ -1,4 +1,4 @@
-"""Velocity fields of the interacting-particle samplers (pure NumPy, vectorised over particles).
+"""Velocity fields of the interacting-particle samplers (NumPy, vectorised over particles).
 
 Chen, Zhang, Wang, Li & Chen (2018), "A unified particle-optimization framework for scalable
 Bayesian sampling", UAI (the docs page "Particle methods"). Every method moves
@@ -14,21 +14,51 @@ code uses ``log(M + 1)``, which keeps ``h`` finite for two particles).
 :func:`coordinate_svgd_velocity` is SVGD with one RBF kernel per coordinate (a diagonal
 matrix-valued kernel), for dimensions above the particle count, where the joint kernel's
 repulsion fades and the particles collapse towards the mode.
+
+With the joint kernel every velocity is ``A grads + B theta + C previous`` for ``M x M``
+coefficients built from the pairs' distances: its ``O(M^2 d)`` work is the distances
+(compiled loops) and a few matrix products (BLAS), without the ``(M, d)`` temporaries whose
+every pass costs about as much as a product on a network's 10^5 weights.
 """
 
+import numba
 import numpy as np
+from scipy.linalg import blas
 
 
 def squared_distances(a, b):
-    """``|a_i - b_j|^2`` for every pair of rows, shape ``(len(a), len(b))``.
+    """``|a_i - b_j|^2`` for every pair of rows, shape ``(len(a), len(b))`` (``b`` is ``a``:
+    each pair once).
 
-    Summed over chunks of :data:`COORDINATE_CHUNK` pair-coordinate entries: the
-    differences of 100 particles of a network of 10^5 weights would take 8 GB at once."""
-    total = np.zeros((len(a), len(b)))
-    for cols in _column_chunks(max(len(a), len(b)), a.shape[1]):
-        difference = a[:, None, cols] - b[None, :, cols]
-        total += np.einsum("ijk,ijk->ij", difference, difference)
-    return total
+    From the differences themselves, in compiled loops over blocks of
+    :data:`DISTANCE_BLOCK` columns that stay in cache: no ``(M, M, d)`` array (8 GB for 100
+    particles of a network of 10^5 weights), and exact where ``|a|^2 + |b|^2 - 2 a.b``
+    would cancel (particles a few rounding errors apart, as w-SGLD's at the mode, or a
+    particle next to its previous position in the Wasserstein term)."""
+    same = b is a
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    return _squared_distances(a, a if same else np.ascontiguousarray(b, dtype=np.float64), same)
+
+
+DISTANCE_BLOCK = 1024
+"""Columns per block of :func:`squared_distances`: 8 KB a row, so that the rows of a
+hundred particles stay in a core's cache while every pair is summed."""
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _squared_distances(a, b, symmetric):
+    total = np.zeros((a.shape[0], b.shape[0]))
+    for start in range(0, a.shape[1], DISTANCE_BLOCK):
+        stop = min(start + DISTANCE_BLOCK, a.shape[1])
+        for i in range(a.shape[0]):
+            row = a[i, start:stop]
+            for j in range(i + 1 if symmetric else 0, b.shape[0]):
+                other, block = b[j, start:stop], 0.0
+                for k in range(row.size):  # reassociated: summed in SIMD lanes
+                    difference = row[k] - other[k]
+                    block += difference * difference
+                total[i, j] += block
+    return total + total.T if symmetric else total
 
 
 def median_bandwidth(sq_dists):
@@ -43,19 +73,50 @@ def median_bandwidth(sq_dists):
     return float(median / np.log(n + 1)) if median > 0 else 1.0
 
 
-def _kernel_repulsion(theta, weights, bandwidth):
-    """``(2 / h) sum_j w_ij (theta_i - theta_j)``: minus the kernel gradients, weighted."""
-    return (2.0 / bandwidth) * (theta * weights.sum(axis=1, keepdims=True) - weights @ theta)
+def _repulsion(weights, bandwidth):
+    """The coefficients ``R`` of ``(R theta)_i = (2 / h) sum_j w_ij (theta_i - theta_j)``:
+    minus the kernel gradients, weighted."""
+    return (2.0 / bandwidth) * (np.diag(weights.sum(axis=1)) - weights)
 
 
-def svgd_velocity(theta, grads, bandwidth):
+def _combination(terms, base=None):
+    """``base + sum_k C_k @ X_k`` over ``terms`` of ``(M, M)`` coefficients ``C_k`` and
+    ``(M, d)`` arrays ``X_k``, each product added into the result in place (BLAS ``gemm``
+    with ``beta = 1``) rather than through an ``(M, d)`` temporary; ``base`` (a float64
+    array of the caller's making) is overwritten."""
+    total = base
+    if total is None:
+        (coefficients, array), *terms = terms
+        total = coefficients @ array
+    for coefficients, array in terms:
+        if total.size:  # gemm refuses empty arrays
+            # total.T += array.T @ coefficients.T in column-major order: the returned array
+            # is total.T itself when total is C-contiguous (else gemm's copy)
+            total = blas.dgemm(1.0, array.T, coefficients.T, beta=1.0, c=total.T,
+                               overwrite_c=True).T  # fmt: skip
+    return total
+
+
+def _rbf(theta, bandwidth, sq_dists):
+    """The RBF kernel matrix, from the squared distances if given."""
+    return np.exp(-(squared_distances(theta, theta) if sq_dists is None else sq_dists) / bandwidth)
+
+
+def _svgd_coefficients(kernel, bandwidth):
+    """SVGD's ``(A, B)`` of ``v = A grads + B theta``."""
+    n = kernel.shape[0]
+    return kernel / n, _repulsion(kernel, bandwidth) / n
+
+
+def svgd_velocity(theta, grads, bandwidth, sq_dists=None):
     """Stein variational gradient ``phi(theta_i)`` (Liu & Wang 2016, eq. 8).
 
     ``phi_i = (1/M) sum_j [k(theta_j, theta_i) grad_j + grad_{theta_j} k(theta_j, theta_i)]``:
-    a kernel-smoothed gradient plus a repulsion between particles.
+    a kernel-smoothed gradient plus a repulsion between particles. ``sq_dists``:
+    :func:`squared_distances` of ``theta`` to itself, if already computed.
     """
-    kernel = np.exp(-squared_distances(theta, theta) / bandwidth)
-    return (kernel @ grads + _kernel_repulsion(theta, kernel, bandwidth)) / theta.shape[0]
+    drive, repulsion = _svgd_coefficients(_rbf(theta, bandwidth, sq_dists), bandwidth)
+    return _combination(((drive, grads), (repulsion, theta)))
 
 
 COORDINATE_CHUNK = 2**21
@@ -245,22 +306,28 @@ def _column_chunks(n, d):
     return [slice(start, min(start + width, d)) for start in range(0, d, width)]
 
 
-def blob_velocity(theta, grads, bandwidth):
+def _blob_repulsion(kernel, bandwidth):
+    """The blob's ``B`` of ``v = grads + B theta`` (paper eq. 22)."""
+    density = kernel.sum(axis=1)  # > 0: each particle's own term is 1
+    return _repulsion(kernel / density[None, :] + kernel / density[:, None], bandwidth)
+
+
+def blob_velocity(theta, grads, bandwidth, sq_dists=None):
     """w-SGLD-B: ``grad_i`` plus the blob approximation of ``-grad log mu`` (paper eq. 22).
 
     With ``E_2 = int mu log(mu * K)`` (Carrillo, Craig & Patacchini 2019), the entropy
     force on particle ``i`` is
-    ``-sum_j grad_i K_ij / sum_l K_jl - sum_j grad_i K_ij / sum_l K_il``.
+    ``-sum_j grad_i K_ij / sum_l K_jl - sum_j grad_i K_ij / sum_l K_il``. ``sq_dists`` as
+    in :func:`svgd_velocity`.
     """
-    kernel = np.exp(-squared_distances(theta, theta) / bandwidth)
-    density = kernel.sum(axis=1)  # > 0: each particle's own term is 1
-    by_neighbour = kernel / density[None, :]
-    by_self = kernel / density[:, None]
-    return (
-        grads
-        + _kernel_repulsion(theta, by_neighbour, bandwidth)
-        + _kernel_repulsion(theta, by_self, bandwidth)
-    )
+    repulsion = _blob_repulsion(_rbf(theta, bandwidth, sq_dists), bandwidth)
+    return _combination(((repulsion, theta),), base=np.array(grads, dtype=np.float64))
+
+
+def _wasserstein_weights(theta, previous, lam):
+    """The eq. (21) term's ``C`` of ``C previous - diag(C 1) theta``."""
+    sq_dists = squared_distances(theta, previous)
+    return (sq_dists / lam - 1.0) * np.exp(-sq_dists / lam)
 
 
 def wasserstein_term(theta, previous, lam):
@@ -272,26 +339,33 @@ def wasserstein_term(theta, previous, lam):
     pulled towards previous particles farther than ``sqrt(lam)`` and pushed away from nearer
     ones (its own previous position among them, which acts as momentum).
     """
-    sq_dists = squared_distances(theta, previous)
-    weights = (sq_dists / lam - 1.0) * np.exp(-sq_dists / lam)
-    return weights @ previous - weights.sum(axis=1, keepdims=True) * theta
+    weights = _wasserstein_weights(theta, previous, lam)
+    return _combination(((weights, previous),), base=-weights.sum(axis=1)[:, None] * theta)
 
 
 def wasserstein_velocity(theta, previous, grads, lam, gamma):
     """w-SGLD (paper eqs. 19 and 21): ``grad_i + gamma * wasserstein_term``."""
-    return grads + gamma * wasserstein_term(theta, previous, lam)
+    weights = gamma * _wasserstein_weights(theta, previous, lam)
+    # the diagonal term elementwise: as a matrix product it would cost as much as the other
+    return _combination(((weights, previous),), base=grads - weights.sum(axis=1)[:, None] * theta)
 
 
-def pisgld_velocity(theta, previous, grads, bandwidth, lam, gamma):
+def pisgld_velocity(theta, previous, grads, bandwidth, lam, gamma, sq_dists=None):
     """pi-SGLD: the average of the SVGD velocity and a w-SGLD velocity.
 
     The w-SGLD part is the blob velocity plus ``gamma`` times the W2 term of eq. (21). With
     ``gamma = 0`` this is the pi-SGLD of the public implementation by one of the paper's
     authors (Liu et al. 2019, github.com/thu-ml/fpovi, ``ffn/svgd.py``: the mean of the SVGD
     and blob velocities); ``gamma`` weights the Wasserstein term whose scale the paper
-    studies for pi-SGLD (its Figure 3).
+    studies for pi-SGLD (its Figure 3). ``sq_dists`` as in :func:`svgd_velocity`.
     """
-    wsgld = blob_velocity(theta, grads, bandwidth)
+    kernel = _rbf(theta, bandwidth, sq_dists)
+    drive, repulsion = _svgd_coefficients(kernel, bandwidth)
+    on_theta = repulsion + _blob_repulsion(kernel, bandwidth)
+    terms = [(drive + np.eye(len(theta)), grads)]
     if gamma:
-        wsgld = wsgld + gamma * wasserstein_term(theta, previous, lam)
-    return 0.5 * (svgd_velocity(theta, grads, bandwidth) + wsgld)
+        weights = gamma * _wasserstein_weights(theta, previous, lam)
+        on_theta = on_theta - np.diag(weights.sum(axis=1))
+        terms.append((weights, previous))
+    return _combination([(0.5 * coefficients, array)
+                         for coefficients, array in (*terms, (on_theta, theta))])  # fmt: skip

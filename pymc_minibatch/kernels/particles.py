@@ -1,4 +1,4 @@
-"""The kernel of the interacting-particle samplers: one step of all particles (pure NumPy).
+"""The kernel of the interacting-particle samplers: one step of all particles (NumPy).
 
 Chen, Zhang, Wang, Li & Chen (2018), "A unified particle-optimization framework for scalable
 Bayesian sampling", UAI (the docs page "Particle methods"): every method moves all ``M``
@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from pymc_minibatch.kernels import strata as stratified
@@ -211,19 +212,25 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
     idx, state = next_idx(rng, state, settings)
     preconditioner, z = settings.preconditioner, state.position
     logp, grads = estimate(preconditioner.to_theta(z), idx)
-    bad = ~(np.isfinite(logp) & np.all(np.isfinite(grads), axis=1))
+    # each gradient's squared norm, in one pass: not finite where an entry is not (or where
+    # they overflow, which the entries themselves then decide)
+    grad_squares = np.einsum("ij,ij->i", grads, grads)
+    bad = ~np.isfinite(logp)
+    if not np.all(np.isfinite(grad_squares)):
+        bad |= ~np.all(np.isfinite(grads), axis=1)
     if bad.any():
         divergence = ParticleDivergence("non-finite", int(bad.sum()), np.nan, None, np.nan)
         return state, _stopped(step_size, logp, divergence)
     grads_z = preconditioner.gradient_to_z(grads)
-    bandwidths = state.bandwidths
+    bandwidths, sq_dists = state.bandwidths, None
     if settings.kernel == "joint":
-        bandwidth = settings.bandwidth_scale * median_bandwidth(squared_distances(z, z))
+        sq_dists = squared_distances(z, z)  # for the bandwidth and the velocity
+        bandwidth = settings.bandwidth_scale * median_bandwidth(sq_dists)
     else:
         if state.steps % COORDINATE_BANDWIDTH_EVERY == 0:
             bandwidths = settings.bandwidth_scale * coordinate_bandwidths(z)
         bandwidth = bandwidths
-    velocity = _velocity(settings, z, state.previous, grads_z, bandwidth)
+    velocity = _velocity(settings, z, state.previous, grads_z, bandwidth, sq_dists)
     squares = state.squares
     if settings.adagrad:
         squares = velocity**2 if squares is None else (
@@ -247,14 +254,14 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
     moved = z + step_size * move
     state = state._replace(position=moved, previous=z, momentum=carried, squares=squares,
                            bandwidths=bandwidths, steps=state.steps + 1)  # fmt: skip
-    drift, rate = _drift_and_spread_rate(z, velocity)
+    drift, spread, rate, velocity_norms = _velocity_moments(z, velocity)
     info = ParticleInfo(
         step_size=step_size,
         bandwidth=np.median(bandwidth),
         log_density=logp,
-        mean_grad_norm=np.mean(np.linalg.norm(grads, axis=1)),
-        mean_velocity_norm=np.mean(np.linalg.norm(velocity, axis=1)),
-        spread=np.sqrt(np.mean(np.var(z, axis=0))),
+        mean_grad_norm=np.mean(np.sqrt(grad_squares)),
+        mean_velocity_norm=np.mean(velocity_norms),
+        spread=spread,
         drift=drift,
         spread_rate=rate,
         divergence=_runaway(moved, state.anchor, preconditioner),
@@ -262,18 +269,18 @@ def step(rng, state: ParticleState, estimate: Estimate, settings: ParticleSettin
     return state, info
 
 
-def _velocity(settings, z, previous, grads, bandwidth):
+def _velocity(settings, z, previous, grads, bandwidth, sq_dists):
     lam = bandwidth if settings.entropic_reg is None else settings.entropic_reg
     gamma = settings.wasserstein_weight
     if settings.kernel == "coordinates":
         return coordinate_svgd_velocity(z, grads, bandwidth)
     if settings.method == "svgd":
-        return svgd_velocity(z, grads, bandwidth)
+        return svgd_velocity(z, grads, bandwidth, sq_dists)
     if settings.method == "wsgld_blob":
-        return blob_velocity(z, grads, bandwidth)
+        return blob_velocity(z, grads, bandwidth, sq_dists)
     if settings.method == "wsgld":
         return wasserstein_velocity(z, previous, grads, lam, gamma)
-    return pisgld_velocity(z, previous, grads, bandwidth, lam, gamma)
+    return pisgld_velocity(z, previous, grads, bandwidth, lam, gamma, sq_dists)
 
 
 def _stopped(step_size, logp, divergence):
@@ -294,13 +301,47 @@ def _runaway(z, anchor, preconditioner):
     return ParticleDivergence("ran away", 0, distance, worst, float(moves[worst]))
 
 
-def _drift_and_spread_rate(z, velocity):
-    """The particles' mean velocity and the relative rate at which their spread changes,
-    ``d log(rms distance to their mean) / dt``."""
-    centred, centred_velocity = z - z.mean(axis=0), velocity - velocity.mean(axis=0)
-    spread = np.sum(centred**2)
-    rate = np.sum(centred * centred_velocity) / spread if spread > 0 else 0.0
-    return velocity.mean(axis=0), rate
+def _velocity_moments(z, velocity):
+    """The particles' mean velocity, their root mean variance, the relative rate at which
+    it changes, ``d log(rms distance to their mean) / dt``, and the velocities' norms."""
+    drift, squares, products, velocity_squares = _centred_moments(
+        np.ascontiguousarray(z), np.ascontiguousarray(velocity))  # fmt: skip
+    rate = products / squares if squares > 0 else 0.0
+    return drift, math.sqrt(squares / z.size), rate, np.sqrt(velocity_squares)
+
+
+MOMENT_BLOCK = 1024
+"""Columns per block of :func:`_centred_moments`, whose particles' values stay in cache
+between the block's two passes (its means, then the centred sums)."""
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _centred_moments(z, velocity):
+    """``(mean velocity, sum (z - mean)^2, sum (z - mean)(velocity - its mean), each
+    velocity's squared norm)`` over the particles (rows), reading each array once from
+    memory (NumPy would make about ten passes over the ``(M, d)`` arrays)."""
+    n, d = z.shape
+    drift, means, velocity_squares = np.zeros(d), np.zeros(d), np.zeros(n)
+    squares = products = 0.0
+    for start in range(0, d, MOMENT_BLOCK):
+        stop = min(start + MOMENT_BLOCK, d)
+        mean, mean_velocity = means[start:stop], drift[start:stop]
+        for i in range(n):
+            row, row_velocity = z[i, start:stop], velocity[i, start:stop]
+            for k in range(row.size):
+                mean[k] += row[k]
+                mean_velocity[k] += row_velocity[k]
+        mean /= n
+        mean_velocity /= n
+        for i in range(n):
+            row, row_velocity, row_squares = z[i, start:stop], velocity[i, start:stop], 0.0
+            for k in range(row.size):
+                centred = row[k] - mean[k]
+                squares += centred * centred
+                products += centred * (row_velocity[k] - mean_velocity[k])
+                row_squares += row_velocity[k] * row_velocity[k]
+            velocity_squares[i] += row_squares
+    return drift, squares, products, velocity_squares
 
 
 State, Info = ParticleState, ParticleInfo

@@ -116,6 +116,28 @@ def test_a_step_moves_by_the_methods_velocity(method):
     np.testing.assert_allclose(state.position, z + 0.1 * velocity, rtol=1e-13)
 
 
+def test_a_steps_reports_are_numpys_formulas_over_blocks_of_columns():
+    """The compiled moments (over several blocks of ``MOMENT_BLOCK`` columns) against NumPy:
+    the spread, the mean velocity, the spread's rate and the mean norms; w-SGLD without its
+    Wasserstein term, whose velocity is the gradient."""
+    rng = np.random.default_rng(3)
+    width = 2 * kernel.MOMENT_BLOCK + 5
+    mean, start = rng.normal(size=width), 3.0 + rng.normal(size=(6, width))
+    config = settings("wsgld", preconditioner=DiagonalPreconditioner(np.ones(width)))
+    _, (info,) = run(
+        config, 1, start=start, estimate=lambda thetas, rows: (np.zeros(len(thetas)), mean - thetas)
+    )
+    velocity = mean - start
+    centred, centred_velocity = start - start.mean(axis=0), velocity - velocity.mean(axis=0)
+    np.testing.assert_allclose(info.spread, np.sqrt(np.mean(np.var(start, axis=0))), rtol=1e-12)
+    np.testing.assert_allclose(info.drift, velocity.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(
+        info.spread_rate, np.sum(centred * centred_velocity) / np.sum(centred**2), rtol=1e-12
+    )
+    norm = np.mean(np.linalg.norm(velocity, axis=1))
+    np.testing.assert_allclose([info.mean_velocity_norm, info.mean_grad_norm], norm, rtol=1e-12)
+
+
 def test_the_coordinate_kernel_keeps_its_bandwidths_and_adds_the_linear_part():
     """Bandwidths from the particles of every ``COORDINATE_BANDWIDTH_EVERY``-th step; the
     linear part is added outside the heavy ball."""

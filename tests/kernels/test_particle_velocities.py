@@ -226,6 +226,25 @@ def test_median_bandwidth():
     assert velocities.median_bandwidth(velocities.squared_distances(coincident, coincident)) == 1.0
 
 
+def test_squared_distances_are_the_differences_summed_over_blocks_of_columns():
+    """Over several blocks of ``DISTANCE_BLOCK`` columns, each pair of a set once (zero
+    diagonal, symmetric) and every pair between two sets; exact where the expanded
+    ``|a|^2 + |b|^2 - 2 a.b`` cancels: particles far from the origin next to their previous
+    positions, whose distances it gets wrong by far more than they are."""
+    rng = np.random.default_rng(4)
+    theta = 1e3 + rng.normal(size=(5, 2 * velocities.DISTANCE_BLOCK + 3))
+    previous = theta + 1e-6 * rng.normal(size=theta.shape)
+    for a, b in ((theta, theta), (theta, previous)):
+        exact = np.sum((a[:, None] - b[None]) ** 2, axis=2)
+        np.testing.assert_allclose(velocities.squared_distances(a, b), exact, rtol=1e-12)
+    itself = velocities.squared_distances(theta, theta)
+    assert np.all(np.diag(itself) == 0) and np.array_equal(itself, itself.T)
+    norms = np.sum(theta**2, axis=1)
+    expanded = norms[:, None] + np.sum(previous**2, axis=1)[None] - 2 * theta @ previous.T
+    exact = np.sum((theta - previous) ** 2, axis=1)
+    assert np.max(np.abs(np.diag(expanded) / exact - 1)) > 1e-3
+
+
 def test_velocities_are_translation_equivariant():
     shift = np.array([3.0, -2.0, 1.0])
     for velocity in (
