@@ -141,7 +141,8 @@ def test_every_results_file_names_its_command_and_machine():
 #: Scripts of ``benchmarks/`` that are not benchmarks: shared helpers, and the writers of the
 #: tests' stored NUTS references (``tests/zoo_*reference.json``, which record their own runs).
 NOT_BENCHMARKS = {"bench_data.py", "networks.py", "run_record.py", "zoo_reference.py",
-                  "zoo_hierarchical_reference.py", "zoo_tempered_reference.py"}  # fmt: skip
+                  "zoo_hierarchical_reference.py", "zoo_tempered_reference.py",
+                  "zoo_network_reference.py"}  # fmt: skip
 
 
 def test_every_benchmark_has_committed_results():
