@@ -34,24 +34,37 @@ def _source(results, name):
 
 def zoo():
     """Every sampler on every everyday zoo model: ok (with the worst mean error in
-    reference sds), refused, inaccurate or error."""
-    name = "zoo.json"
+    reference sds), refused, inaccurate or error; then the network's row (its own results
+    file), with "-" for the samplers it does not run."""
+    name, network_name = "zoo.json", "zoo_network.json"
     results = _load(name)
-    cells = {(cell["sampler"], cell["model"]): cell for cell in results["cells"]}
     samplers = results["samplers"]
+    rows = _zoo_rows(results, samplers, "")
+    source = f"{_source(results, name)} Seed {results['seed']}."
+    if (RESULTS / network_name).exists():
+        network = _load(network_name)
+        rows += _zoo_rows(network, samplers, "-")
+        source += (f" The network's row: {_source(network, network_name)} Seed "
+                   f"{network['seed']}.")  # fmt: skip
+    return _table(["model", *samplers], rows), source
+
+
+def _zoo_rows(results, samplers, not_run):
+    """The rows of one zoo results file (``not_run`` where it has no cell)."""
+    cells = {(cell["sampler"], cell["model"]): cell for cell in results["cells"]}
     rows = []
     for model in results["models"]:
         row = [model]
         for sampler in samplers:
             cell = cells.get((sampler, model))
             if cell is None:
-                row.append("")
+                row.append(not_run)
             elif cell["outcome"] == "ok" and cell["mean_error"] is not None:
                 row.append(f"ok ({cell['mean_error']:.2f})")
             else:
                 row.append(cell["outcome"])
         rows.append(row)
-    return _table(["model", *samplers], rows), f"{_source(results, name)} Seed {results['seed']}."
+    return rows
 
 
 def compile_times():
@@ -182,15 +195,166 @@ def networks_digits():
     return _table(header, rows), note
 
 
+def _epoch_marks(epochs):
+    """The epochs at which the network tables show the test error: the first, a quarter, a
+    half and the last."""
+    return sorted({1, max(1, epochs // 4), max(1, epochs // 2), epochs})
+
+
+#: The labels of the methods of ``benchmarks/networks_mnist_shape.py`` in its tables.
+MNIST_SHAPE_LABELS = {"SGMGTD": "SGMGT-D, a = 1", "SGMGTD a=2": "SGMGT-D, a = 2",
+                      "svgd": "SVGD", "wsgld": "w-SGLD", "pisgld": "π-SGLD"}  # fmt: skip
+
+
+def _mnist_shape_center(part):
+    """The test error at the chains' start, the diagonal fit's center (the same fit for
+    every step of a section)."""
+    return next((run["center_test_error"] for run in part["runs"].values()
+                 if run.get("center_test_error") is not None), None)  # fmt: skip
+
+
+def _mnist_shape(section):
+    """Test error of the predictive average after some epochs, test log-likelihood,
+    calibration and seconds of each method of one section of
+    ``benchmarks/networks_mnist_shape.py``."""
+    name = "networks_mnist_shape.json"
+    results = _load(name)
+    part = results[section]
+    marks = _epoch_marks(part["epochs"])
+    rows = []
+    for method, run in part["runs"].items():
+        label = MNIST_SHAPE_LABELS.get(method, method)
+        seconds = f"{run['seconds']:.0f}"
+        if run.get("setup_seconds") is not None:
+            seconds += f" ({run['setup_seconds']:.0f})"
+        if run["outcome"] != "ok":
+            rows.append([label, *[run["outcome"]] * len(marks), "", "", seconds])
+            continue
+        errors = run["test_error_by_epoch"]
+        rows.append([label, *("-" if errors[m - 1] is None else f"{errors[m - 1]:.3f}"
+                              for m in marks),
+                     f"{run['log_likelihood']:.3f}", f"{run['ece']:.3f}", seconds])  # fmt: skip
+    header = ["method", *(f"epoch {m}" for m in marks), "test log-likelihood",
+              "calibration error (ECE)", "seconds (setup)"]  # fmt: skip
+    data = results["data"]
+    averaged = "a draw per epoch"
+    if section == "a":
+        averaged += (f"; SGD: its point; CMINT: its snapshots so far, one per round of "
+                     f"{part['cmint']['round_epochs']} epochs")
+    epochs = f"{part['epochs']} epochs"
+    if part.get("paper_epochs"):
+        epochs += f" (the paper: {part['paper_epochs']})"
+    note = (f"{'-'.join(str(w) for w in part['network'])} ReLU network, "
+            f"{data['train_rows']:,} training and {data['test_rows']:,} test rows of MNIST's "
+            f"shape labelled by a fixed {'-'.join(str(w) for w in data['labeller_shape'])} "
+            f"network (its own test error {data['labeller']['test_error']:.3f}), batch "
+            f"{part['batch_size']}, {epochs}, seed {results['seed']}; the test error of "
+            f"the class probabilities averaged over the draws so far ({averaged}). The "
+            f"chains start at the diagonal fit's center, test error "
+            f"{_mnist_shape_center(part):.3f}. Wall time on a shared machine; setup: the "
+            f"step's construction (the diagonal fit). {_source(results, name)}")
+    return _table(header, rows), note
+
+
+def networks_mnist_shape_a():
+    """MINT's Figure 3 at its shape: SGD, SGD with momentum, SGLD, SGHMC, MINT, CMINT."""
+    return _mnist_shape("a")
+
+
+def networks_mnist_shape_c():
+    """SGMGT's comparison on the network of MINT's Figure 3."""
+    return _mnist_shape("c")
+
+
+def networks_mnist_shape_b():
+    """Chen et al. 2018's Table 1 at its shape: the particle methods and SGLD."""
+    name = "networks_mnist_shape.json"
+    results = _load(name)
+    part = results["b"]
+    rows = []
+    for method, run in part["runs"].items():
+        if run["outcome"] != "ok":
+            rows.append([MNIST_SHAPE_LABELS.get(method, method), "", "", run["outcome"], "",
+                         "", f"{run['seconds']:.0f}", ""])  # fmt: skip
+            continue
+        settled = "not settled" if any("NotSettled" in w for w in run["warnings"]) else ""
+        rows.append([MNIST_SHAPE_LABELS.get(method, method), run.get("n_particles", "-"),
+                     run["n_steps"],
+                     f"{run['test_error']:.3f}", f"{run['log_likelihood']:.3f}",
+                     f"{run['ece']:.3f}", f"{run['seconds']:.0f}", settled])  # fmt: skip
+    header = ["method", "particles", "steps", "test error", "test log-likelihood",
+              "calibration error (ECE)", "seconds", "warning"]  # fmt: skip
+    data = results["data"]
+    sgld = part["runs"].get("SGLD", {})
+    note = (f"{'-'.join(str(w) for w in part['network'])} ReLU network, the same rows "
+            f"(the labeller's own test error {data['labeller']['test_error']:.3f}), batch "
+            f"{part['batch_size']}, {part['epochs']:g} epoch of steps, seed "
+            f"{results['seed']}; the particles' predictive average, SGLD's over the second "
+            f"half of its draws")
+    if sgld.get("center_test_error") is not None:
+        note += (f"; the center of SGLD's diagonal fit, where it starts: test error "
+                 f"{sgld['center_test_error']:.3f}")
+    note += (f". Wall time on a shared machine, setup included (for the particle methods, the "
+             f"test predictions too). {_source(results, name)}")
+    return _table(header, rows), note
+
+
+#: Figures drawn from committed results with the tables (``docs/figures/``, generated).
+FIGURES = DOCS / "figures"
+
+
+def networks_mnist_shape_figure():
+    """The test error against the epochs of sections (a) and (c) of
+    ``benchmarks/networks_mnist_shape.py`` (MINT's Figure 3 in shape), drawn into
+    ``docs/figures/networks_mnist_shape.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = _load("networks_mnist_shape.json")
+    figure, panels = plt.subplots(1, 2, figsize=(9.6, 5.4), sharey=True)
+    titles = {"a": "(a) Li & Wong 2017, Figure 3", "c": "(c) Zhang et al. 2017"}
+    for axes, (section, title) in zip(panels, titles.items(), strict=True):
+        part = results[section]
+        for method, run in part["runs"].items():
+            if run["outcome"] != "ok":
+                continue
+            errors = [float("nan") if e is None else e for e in run["test_error_by_epoch"]]
+            axes.plot(range(1, len(errors) + 1), errors, marker=".",
+                      label=MNIST_SHAPE_LABELS.get(method, method))  # fmt: skip
+        axes.axhline(_mnist_shape_center(part), color="0.4", ls=":", lw=1.0,
+                     label="the chains' start (the fit's center)")  # fmt: skip
+        axes.axhline(results["data"]["labeller"]["test_error"], color="k", ls="--", lw=0.8,
+                     label="the labelling network")  # fmt: skip
+        axes.xaxis.get_major_locator().set_params(integer=True)
+        axes.set(xlabel="epoch", title=f"{title}\n{'-'.join(map(str, part['network']))} ReLU, "
+                 f"batch {part['batch_size']}")  # fmt: skip
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize="small", ncol=2, loc="upper center",
+                    bbox_to_anchor=(0.5, -0.16))  # below the panel: the curves stay clear
+    panels[0].set_ylabel("test error of the predictive average\n(SGD: of its point)")
+    figure.tight_layout()
+    FIGURES.mkdir(exist_ok=True)
+    figure.savefig(FIGURES / "networks_mnist_shape.png", dpi=120)
+    plt.close(figure)
+
+
 RENDERERS = {"zoo": zoo, "big_models_cost": big_models_cost, "networks_digits": networks_digits,
              "compile_times": compile_times, "peers": peers,
              "laplace_scaling": laplace_scaling,
-             "stratified_batches": stratified_batches}  # fmt: skip
+             "stratified_batches": stratified_batches,
+             "networks_mnist_shape_a": networks_mnist_shape_a,
+             "networks_mnist_shape_b": networks_mnist_shape_b,
+             "networks_mnist_shape_c": networks_mnist_shape_c}  # fmt: skip
+#: Figures drawn with the tables.
+FIGURE_RENDERERS = (networks_mnist_shape_figure,)
 
 
 def write_tables():
     """Write every table to ``docs/tables/NAME.md`` (only those whose text changed, so that
-    Sphinx rebuilds only their pages)."""
+    Sphinx rebuilds only their pages), and draw the figures of ``FIGURE_RENDERERS`` into
+    ``docs/figures/``."""
     TABLES.mkdir(exist_ok=True)
     for name, render in RENDERERS.items():
         table, source = render()
@@ -198,3 +362,5 @@ def write_tables():
         target = TABLES / f"{name}.md"
         if not target.exists() or target.read_text() != text:
             target.write_text(text)
+    for draw in FIGURE_RENDERERS:
+        draw()
