@@ -263,15 +263,17 @@ class SGMCMC(MinibatchStep):
         self.chain = None
         self.check_state = None if self.answer_check is None else self.answer_check.start()
 
-    def __repr__(self):
+    def _repr_arguments(self):
+        """The ``name=value`` strings of the choices ``repr`` shows (the defaults that depend
+        on the model included), in order."""
         precondition = self.precondition
         if precondition and not self.laplace.exact:
             precondition = "'diagonal'"  # the diagonal fit of a model too big for the exact one
-        return (
-            f"{type(self).__name__}(batch_size={self.batch_size}, "
-            f"control_variates={self.control_variates}, precondition={precondition}, "
-            f"updates_per_draw={self.updates_per_draw})"
-        )
+        return [f"batch_size={self.batch_size}", f"control_variates={self.control_variates}",
+                f"precondition={precondition}", f"updates_per_draw={self.updates_per_draw}"]
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(self._repr_arguments())})"
 
     def astep(self, q0: RaveledVars):
         theta = q0.data

@@ -260,6 +260,7 @@ class SGMGT(SGMCMC):
         config = SGMGTConfig.sgmgt(
             a, c, sigma_p=sigma_p, gamma=gamma, sigma_theta=sigma_theta, sigma_xi=sigma_xi
         )
+        self.a = a
         super().__init__(
             vars,
             batch_size=batch_size,
@@ -271,6 +272,10 @@ class SGMGT(SGMCMC):
 
     def default_step_size(self, noise_ratio):
         return thermostat_step_size(noise_ratio)
+
+    def _repr_arguments(self):
+        batch_size, *rest = super()._repr_arguments()
+        return [batch_size, f"a={self.a}", *rest]  # the kinetics, the preset's main choice
 
 
 class SGMGTD(SGMGT):

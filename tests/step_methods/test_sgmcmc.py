@@ -189,6 +189,15 @@ def test_small_models_compile_no_gradient_alone(logistic):
         assert pmm.SGHMC(batch_size=100).gradient_estimate is None
 
 
+@pytest.mark.parametrize(("sampler", "a"), [(pmm.SGMGT, 1), (pmm.SGMGTD, 2), (pmm.SGMGT, 0.5)])
+def test_repr_shows_the_monomial_gamma_kinetics(logistic, sampler, a):
+    with logistic:
+        step = sampler(batch_size=50, a=a)
+    assert repr(step).startswith(f"{sampler.__name__}(batch_size=50, a={a}, control_variates=")
+    with logistic:
+        assert ", a=" not in repr(pmm.SGHMC(batch_size=50))
+
+
 def test_preconditioner_is_the_posterior_scale(normal_mean):
     model, y = normal_mean
     with model:
