@@ -3,12 +3,14 @@
 On a network of 10^5 weights every vector operation of the NumPy step reads and writes 10^5
 numbers: SGHMC's step made about fifteen such passes, and the softened kinetics' ``tanh``
 (``a = 1``, SGMGT and SGMGT-D) cost NumPy as much as the minibatch gradient
-(``benchmarks/big_models.py`` prints the costs). Here each part of the step is one compiled
-loop over the coordinates (summing the gradient's squares as it reads it), and the
-kinetics' derivatives come from one ``exp`` per coordinate, computed by NumPy's vectorised
-``exp`` (``tanh(x / 2) = sign(x) (1 - e) / (1 + e)`` and ``sech(x / 2)^2 = 4 e / (1 + e)^2``
-with ``e = exp(-|x|)``): once per step, as the new momentum's ``exp`` serves the next step's
-friction.
+(``benchmarks/big_models.py`` prints the costs). Here the step is two compiled loops over
+the coordinates (the momentum's, then the position's and thermostats'), compiled for each
+kinetics and each set of the step's non-zero terms, so that they hold no branch and
+vectorise. The kinetics' derivatives come from one ``exp`` per coordinate, computed by
+NumPy's vectorised ``exp`` (``tanh(x / 2) = sign(x) (1 - e) r`` and
+``sech(x / 2)^2 = 4 e r^2`` with ``e = exp(-|x|)`` and ``r = 1 / (1 + e)``) between the two
+loops: the momentum's loop writes the exponent, and the new momentum's ``exp`` serves the
+next step's friction.
 
 The values are those of the NumPy step: the same operations in the same order, and the normal
 draws of the same generator in the same order (all of the momentum's, then all of the
@@ -16,6 +18,7 @@ position's, then all of the thermostats'). Only the kinetics' derivatives differ
 last bits, where NumPy's ``tanh`` and this ``exp`` round differently.
 """
 
+import functools
 import math
 
 import numba
@@ -50,44 +53,47 @@ def euler_update(rng, position, momentum, thermostat, gradient, step_size, confi
     tuple
         ``(position, momentum, thermostat, momentum_decay, gradient_sq)``: new arrays (the
         momentum and thermostats ``None`` without momentum), the new momentum's decay
-        (``None`` unless the kinetics are softened) and ``gradient @ gradient``, summed in
-        the step's loop.
+        (``None`` unless the kinetics are softened) and ``gradient @ gradient``.
     """
     h = float(step_size)
     # the normal vectors first, in the NumPy step's order (a loop drawing them one by one
-    # between its arithmetic ran slower than these two passes)
-    noise = {name: standard_normal(rng, position.size) if sigma > 0 else position
+    # between its arithmetic ran slower than these passes); None for a term the step lacks
+    noise = {name: standard_normal(rng, position.size) if sigma > 0 else None
              for name, sigma in (("momentum", config.sigma_p if config.kinetics else 0.0),
                                  ("position", config.sigma_theta),
                                  ("thermostat", config.sigma_xi))}  # fmt: skip
     scales = {name: math.sqrt(2.0 * sigma * h) for name, sigma in
               (("momentum", config.sigma_p), ("position", config.sigma_theta),
                ("thermostat", config.sigma_xi))}  # fmt: skip
+    gradient_sq = float(gradient @ gradient)
     if config.kinetics is None:
         new_position = np.empty_like(position)
-        gradient_sq = _langevin(position, gradient, noise["position"], h * config.sigma_theta,
-                                scales["position"], new_position)  # fmt: skip
+        _langevin(position, gradient, noise["position"], h * config.sigma_theta,
+                  scales["position"], new_position)  # fmt: skip
         return new_position, None, None, None, gradient_sq
     code, c = _kinetics_code(config.kinetics)
-    if momentum_decay is None:
+    softened = code != GAUSSIAN
+    if softened and momentum_decay is None:
         momentum_decay = _decay(momentum, code, c)
+    coupled = config.gamma > 0
     new_momentum = np.empty_like(momentum)
-    gradient_sq = _momentum(momentum, thermostat, gradient, momentum_decay, noise["momentum"],
-                            h, config.sigma_p, config.gamma, scales["momentum"], code,
-                            new_momentum)  # fmt: skip
-    new_position = np.empty_like(position)
-    moves_thermostat = config.gamma > 0 or config.sigma_xi > 0
-    new_thermostat = np.empty_like(thermostat) if moves_thermostat else thermostat
-    new_decay = _decay(new_momentum, code, c)
-    _position_and_thermostat(
-        position, new_momentum, thermostat, gradient, new_decay,
-        noise["position"], noise["thermostat"], h, config.sigma_theta, config.sigma_xi,
-        config.gamma, scales["position"], scales["thermostat"], moves_thermostat, code, c,
-        new_position, new_thermostat,
+    new_decay = np.empty_like(momentum) if softened else None
+    _momentum_loop(code)(
+        momentum, thermostat if coupled else None, gradient, momentum_decay, noise["momentum"],
+        h, config.sigma_p, config.gamma, scales["momentum"], c, new_momentum, new_decay,
     )  # fmt: skip
-    softened = code in (MONOMIAL_1, MONOMIAL_2)
-    return (new_position, new_momentum, new_thermostat, new_decay if softened else None,
-            gradient_sq)  # fmt: skip
+    if softened:
+        np.exp(new_decay, out=new_decay)  # the loop wrote the exponent
+    new_position = np.empty_like(position)
+    moves_thermostat = coupled or config.sigma_xi > 0
+    new_thermostat = np.empty_like(thermostat) if moves_thermostat else None
+    _position_loop(code, coupled)(
+        position, new_momentum, thermostat, gradient, new_decay, noise["position"],
+        noise["thermostat"], h, config.sigma_theta, config.sigma_xi, config.gamma,
+        scales["position"], scales["thermostat"], c, new_position, new_thermostat,
+    )  # fmt: skip
+    return (new_position, new_momentum, new_thermostat if moves_thermostat else thermostat,
+            new_decay, gradient_sq)  # fmt: skip
 
 
 def _kinetics_code(kinetics):
@@ -97,9 +103,7 @@ def _kinetics_code(kinetics):
 
 
 def _decay(momentum, code, c):
-    """``exp(-c |p|)`` (a = 1) or ``exp(-c sqrt|p|)`` (a = 2), vectorised; unused otherwise."""
-    if code not in (MONOMIAL_1, MONOMIAL_2):
-        return momentum
+    """``exp(-c |p|)`` (a = 1) or ``exp(-c sqrt|p|)`` (a = 2), vectorised."""
     decay = np.abs(momentum)  # then in place: one array for the three passes
     if code == MONOMIAL_2:
         np.sqrt(decay, out=decay)
@@ -107,76 +111,92 @@ def _decay(momentum, code, c):
     return np.exp(decay, out=decay)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _kinetics_grad(p, decay, code):
-    """``K_c'(p)`` from ``decay`` (:func:`_decay`)."""
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _exponent(p, code, c):
+    """The exponent of :func:`_decay` (the same operations)."""
+    return (abs(p) if code == MONOMIAL_1 else math.sqrt(abs(p))) * -c
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _derivatives(p, decay, code, c):
+    """``(K_c'(p), K_c''(p))`` from ``decay`` (:func:`_decay`), without a branch: one
+    reciprocal serves ``tanh`` and ``sech^2``; a compiled loop drops the second if unused."""
     if code == GAUSSIAN:
-        return p
-    tanh = (1.0 - decay) / (1.0 + decay)
+        return p, 1.0
+    reciprocal = 1.0 / (1.0 + decay)
+    tanh = (1.0 - decay) * reciprocal
+    sech2 = 4.0 * decay * reciprocal * reciprocal
     if code == MONOMIAL_1:
-        return math.copysign(tanh, p)
+        return math.copysign(tanh, p), 0.5 * c * sech2
     s = math.sqrt(abs(p))
-    return math.copysign(tanh * tanh / (2.0 * s), p) if s > 0 else 0.0
+    grad = math.copysign(tanh * tanh / (2.0 * s), p)
+    hess = (c * s * tanh * sech2 - tanh * tanh) / (4.0 * s**3)
+    return (grad if s > 0 else 0.0), (hess if s > 0 else math.inf)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _kinetics_hess(p, decay, code, c):
-    """``K_c''(p)`` from ``decay`` (:func:`_decay`)."""
-    if code == GAUSSIAN:
-        return 1.0
-    sech2 = 4.0 * decay / (1.0 + decay) ** 2
-    if code == MONOMIAL_1:
-        return 0.5 * c * sech2
-    s = math.sqrt(abs(p))
-    if s == 0:
-        return math.inf
-    tanh = (1.0 - decay) / (1.0 + decay)
-    return (c * s * tanh * sech2 - tanh * tanh) / (4.0 * s**3)
-
-
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _langevin(position, gradient, noise, drift_scale, noise_scale, out):
-    gradient_sq = 0.0
     for i in range(position.size):
-        gradient_sq += gradient[i] * gradient[i]
         theta = position[i] + drift_scale * gradient[i]
         out[i] = theta + noise[i] * noise_scale
-    return gradient_sq
 
 
-@numba.njit(cache=True, nogil=True)
-def _momentum(momentum, thermostat, gradient, decay, noise, h, sigma_p, gamma, noise_scale,
-              code, out):  # fmt: skip
-    gradient_sq = 0.0
-    for i in range(momentum.size):
-        gradient_sq += gradient[i] * gradient[i]
-        friction = sigma_p + gamma * thermostat[i] if gamma > 0 else sigma_p
-        p = momentum[i]
-        p = p + h * gradient[i] - h * friction * _kinetics_grad(p, decay[i], code)
-        if sigma_p > 0:
-            p += noise[i] * noise_scale
-        out[i] = p
-    return gradient_sq
+# The two loops are compiled per kinetics code (and the second with or without the
+# thermostats' coupling): these choices and the absent (None) arrays are constants of the
+# compiled code, which leaves each loop without a branch, so that LLVM vectorises it.
 
 
-@numba.njit(cache=True, nogil=True)
-def _position_and_thermostat(position, momentum, thermostat, gradient, decay, position_noise,
-                             thermostat_noise, h, sigma_theta, sigma_xi, gamma, position_scale,
-                             thermostat_scale, moves_thermostat, code, c, out_position,
-                             out_thermostat):  # fmt: skip
-    for i in range(position.size):
-        velocity = _kinetics_grad(momentum[i], decay[i], code)
-        theta = position[i] + h * velocity
-        if sigma_theta > 0:
-            theta = theta + h * sigma_theta * gradient[i]
-            theta += position_noise[i] * position_scale
-        out_position[i] = theta
-        if moves_thermostat:
-            drift = -sigma_xi * thermostat[i]
-            if gamma > 0:
-                hess = _kinetics_hess(momentum[i], decay[i], code, c)
-                drift = drift + gamma * (velocity * velocity - hess)
-            xi = thermostat[i] + h * drift
-            if sigma_xi > 0:
-                xi = xi + thermostat_noise[i] * thermostat_scale
-            out_thermostat[i] = xi
+@functools.cache
+def _momentum_loop(code):
+    """The momentum's loop for kinetics ``code``: the new momentum into ``out`` and, for
+    softened kinetics, the exponent of its decay into ``exponent``; ``thermostat`` is
+    ``None`` without coupling, ``noise`` without momentum noise."""
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def momentum_loop(momentum, thermostat, gradient, decay, noise, h, sigma_p, gamma,
+                      noise_scale, c, out, exponent):  # fmt: skip
+        for i in range(momentum.size):
+            friction = sigma_p
+            if thermostat is not None:
+                friction = sigma_p + gamma * thermostat[i]
+            p = momentum[i]
+            velocity = _derivatives(p, decay[i] if decay is not None else 0.0, code, c)[0]
+            p = p + h * gradient[i] - h * friction * velocity
+            if noise is not None:
+                p += noise[i] * noise_scale
+            out[i] = p
+            if exponent is not None:
+                exponent[i] = _exponent(p, code, c)
+
+    return momentum_loop
+
+
+@functools.cache
+def _position_loop(code, coupled):
+    """The position's and thermostats' loop for kinetics ``code``, with (``coupled``) or
+    without the thermostats' coupling ``gamma``; ``position_noise`` is ``None`` without
+    first-order diffusion, ``out_thermostat`` for fixed thermostats, ``thermostat_noise``
+    without thermostat noise."""
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def position_loop(position, momentum, thermostat, gradient, decay, position_noise,
+                      thermostat_noise, h, sigma_theta, sigma_xi, gamma, position_scale,
+                      thermostat_scale, c, out_position, out_thermostat):  # fmt: skip
+        for i in range(position.size):
+            e = decay[i] if decay is not None else 0.0
+            velocity, hess = _derivatives(momentum[i], e, code, c)
+            theta = position[i] + h * velocity
+            if position_noise is not None:
+                theta = theta + h * sigma_theta * gradient[i]
+                theta += position_noise[i] * position_scale
+            out_position[i] = theta
+            if out_thermostat is not None:
+                drift = -sigma_xi * thermostat[i]
+                if coupled:
+                    drift = drift + gamma * (velocity * velocity - hess)
+                xi = thermostat[i] + h * drift
+                if thermostat_noise is not None:
+                    xi = xi + thermostat_noise[i] * thermostat_scale
+                out_thermostat[i] = xi
+
+    return position_loop

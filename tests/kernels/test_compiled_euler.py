@@ -22,6 +22,12 @@ CONFIGS = {
                                     sigma_xi=0.3),  # fmt: skip
     "sgmgtd a=2": SGMGTConfig.sgmgt(2, 3.0, sigma_p=0.5, gamma=1.0, sigma_theta=0.2,
                                     sigma_xi=0.3),  # fmt: skip
+    # each loop is compiled per kinetics and per set of non-zero terms: the other sets
+    "gaussian, every term": SGMGTConfig.sgmgt(0.5, 3.0, sigma_p=0.5, gamma=1.0, sigma_theta=0.2,
+                                              sigma_xi=0.3),  # fmt: skip
+    "uncoupled moving thermostats a=2": SGMGTConfig.sgmgt(2, 3.0, sigma_p=0.5, gamma=0.0,
+                                                          sigma_xi=0.3),  # fmt: skip
+    "no momentum noise a=1": SGMGTConfig.sgmgt(1, 3.0, sigma_p=0.0, gamma=1.0, sigma_theta=0.2),
 }
 
 
