@@ -193,51 +193,48 @@ def find_divergence(state: SGState, log_density, grad_norm) -> Divergence | None
     """A non-finite log density (unless ``None``: not computed), gradient or state, or a
     position more than ``RUNAWAY_DISTANCE`` preconditioned units from the anchor (an
     unstable step can grow without ever overflowing); ``None`` if the chain is fine."""
-    # one sum is finite only if every part is (inf - inf is NaN): checked per part only
-    # when it is not, which keeps the check at a few microseconds per update
+    # one pass answers for a chain that is fine; the parts are checked one by one only when
+    # it is not, which keeps the check at a few microseconds per update
     log_density = 0.0 if log_density is None else log_density
-    distance, state_sum = _distance_and_sum(state)
     with np.errstate(invalid="ignore", over="ignore"):
-        total = log_density + grad_norm + state_sum
-    if not math.isfinite(total):
+        if math.isfinite(log_density + grad_norm) and _finite_and_near(state):
+            return None
         parts = {"log density": log_density, "gradient": grad_norm, "position": state.position}
         if state.momentum is not None:
             parts.update(momentum=state.momentum, thermostat=state.thermostat)
         bad = [name for name, value in parts.items() if not np.all(np.isfinite(value))]
-        return Divergence(f"non-finite {', '.join(bad)}", *largest_move(state))
-    if distance > RUNAWAY_DISTANCE:
-        return Divergence("ran away", *largest_move(state))
-    return None
+        if bad:
+            return Divergence(f"non-finite {', '.join(bad)}", *largest_move(state))
+        if np.abs(state.position - state.anchor).max() > RUNAWAY_DISTANCE:
+            return Divergence("ran away", *largest_move(state))
+    return None  # (a sum that overflowed)
 
 
-def _distance_and_sum(state: SGState):
-    """The largest distance of the position from the anchor, and the sum of the position,
-    momentum and thermostats (finite only if each is): one compiled pass on big models."""
+def _finite_and_near(state: SGState) -> bool:
+    """Whether the position, momentum and thermostats are finite and the position within
+    ``RUNAWAY_DISTANCE`` of the anchor: one compiled pass on big models."""
     position, anchor = state.position, state.anchor
-    has_momentum = state.momentum is not None
+    momentum, thermostat = (state.momentum, state.thermostat) if state.momentum is not None else (
+        _NOTHING, _NOTHING)  # fmt: skip
     if position.size >= COMPILED_MIN_SIZE and position.shape == np.shape(anchor):
-        momentum, thermostat = (state.momentum, state.thermostat) if has_momentum else (
-            _NOTHING, _NOTHING)  # fmt: skip
-        return _compiled_distance_and_sum(position, anchor, momentum, thermostat)
-    with np.errstate(invalid="ignore", over="ignore"):
-        total = position.sum()
-        if has_momentum:
-            total += state.momentum.sum() + state.thermostat.sum()
-        return float(np.abs(position - anchor).max()), total
+        return _compiled_finite_and_near(position, anchor, momentum, thermostat, RUNAWAY_DISTANCE)
+    # NaN fails the comparison; a sum is finite only if every term is (inf - inf is NaN)
+    near = np.abs(position - anchor).max() <= RUNAWAY_DISTANCE
+    return bool(near and math.isfinite(momentum.sum() + thermostat.sum()))
 
 
 _NOTHING = np.empty(0)
 
 
-@numba.njit(cache=True, nogil=True)
-def _compiled_distance_and_sum(position, anchor, momentum, thermostat):
-    largest, total = 0.0, 0.0
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _compiled_finite_and_near(position, anchor, momentum, thermostat, limit):
+    # `&` on comparisons, not a sum or a max: a reduction LLVM vectorises in IEEE arithmetic
+    fine = True
     for i in range(position.size):
-        total += position[i]
-        largest = max(largest, abs(position[i] - anchor[i]))
+        fine &= abs(position[i] - anchor[i]) <= limit  # False for NaN and inf too
     for i in range(momentum.size):
-        total += momentum[i] + thermostat[i]
-    return largest, total
+        fine &= (abs(momentum[i]) < math.inf) & (abs(thermostat[i]) < math.inf)
+    return fine
 
 
 def runaway_distance(position, anchor):

@@ -232,6 +232,21 @@ def test_find_divergence_names_what_went_wrong_at_every_size(size, config):
         assert divergence.reason == f"non-finite {field}"
 
 
+@pytest.mark.parametrize("size", [5, sg_chain.COMPILED_MIN_SIZE])
+def test_find_divergence_tells_infinities_from_finite_values_whose_sum_overflows(size):
+    rng = np.random.default_rng(0)
+    state = sg_chain.init(rng, np.full(size, 0.5), np.zeros(size),
+                          identity_preconditioner(size), SGNHT)  # fmt: skip
+    huge = state.thermostat.copy()
+    huge[:2] = 1e308
+    assert sg_chain.find_divergence(state._replace(thermostat=huge), -1.0, 2.0) is None
+    for value in (np.inf, -np.inf):
+        broken = state.momentum.copy()
+        broken[0] = value
+        divergence = sg_chain.find_divergence(state._replace(momentum=broken), -1.0, 2.0)
+        assert divergence.reason == "non-finite momentum"
+
+
 def test_gradient_noise_is_the_variance_per_preconditioned_coordinate():
     """Estimates with noise of sd (1, 3) in theta and theta = L z with L = diag(2, 0.5):
     in z the noise sds are (2, 1.5), the largest variance 4."""
