@@ -18,15 +18,18 @@ labelled by a fixed random network, :func:`networks.mnist_shaped_data`), batch 1
 * **per update** of every stochastic-gradient preset at its defaults inside ``pm.sample``
   (``updates_per_draw=50``, one chain, no progress bar), as the difference between a run
   of 24 draws and one of 4 divided by the 1000 updates between them, so that the run's
-  fixed costs cancel; and per step of MINT and CMINT the same way at their defaults (a
-  draw per epoch of 600 steps); each step's construction time (the diagonal fit: Adam and
-  the Fisher diagonal) beside it;
+  fixed costs cancel, and its ratio to the floor measured around the pair (the medians of
+  5 such pairs); and per step of MINT and CMINT the same
+  way at their defaults (a draw per epoch of 600 steps; runs of 3 and 1 draws); each
+  step's construction time (the diagonal fit: Adam and the Fisher diagonal) beside it;
 * the gradient noise per preconditioned coordinate with and without control variates at
   the last draws of SGLD's chain (what ``control_variates="auto"`` decides on);
 * **per step of the particle methods** at their defaults (20 particles, batch 100): the
   difference between runs of 120 and 20 steps over 100, beside 20 gradients (the floor's
-  part of a step), and the 20 particles' gradients from the graph vectorised over the
-  particles against one call per particle (which the defaults use on big models).
+  part of a step), the interaction alone (the pairs' distances and the velocity from given
+  gradients) and the rest of the step beside the 20 gradients, and the 20 particles'
+  gradients from the graph vectorised over the particles against one call per particle
+  (which the defaults use on big models).
 
 Run it on an idle machine with one BLAS thread (the floor and the samplers alike)::
 
@@ -45,14 +48,17 @@ from networks import HandGradient, mnist_shaped_data, n_parameters, network_mode
 from run_record import RESULTS, environment, write_results
 
 import pymc_minibatch as pmm
+from pymc_minibatch.kernels import particle_velocities as velocities
 from pymc_minibatch.kernels.noise import standard_normal
 from pymc_minibatch.kernels.sg_chain import gradient_noise
 from pymc_minibatch.model.gradients import grad_estimate_each, grad_estimator
+from pymc_minibatch.particle_settings import wasserstein_weight_default
 
 N_ROWS, HIDDEN, BATCH = 60_000, (200,), 100
 SG_PRESETS = ("SGLD", "SGHMC", "SGNHT", "SGMGT", "SGMGTD")
 UPDATES_PER_DRAW = 50
 SHORT, LONG = 4, 24
+PAIRS = 5
 REPEATS = 200
 PARTICLES = 20
 METHODS = ("svgd", "wsgld", "wsgld_blob", "pisgld")
@@ -69,16 +75,48 @@ def median_ms(function, repeats=REPEATS):
     return 1e3 * float(np.median(times))
 
 
-def marginal_ms(step, model, updates_per_draw, short=SHORT, long=LONG):
-    """Milliseconds per update past a run's fixed costs (two runs, their difference), and
-    the longer run's draws."""
-    seconds = {}
-    for draws in (short, long):
-        started = time.perf_counter()
-        idata = pm.sample(step=step, draws=draws, tune=0, chains=1, progressbar=False,
-                  random_seed=1, model=model, compute_convergence_checks=False)  # fmt: skip
-        seconds[draws] = time.perf_counter() - started
-    return 1e3 * (seconds[long] - seconds[short]) / ((long - short) * updates_per_draw), idata
+def marginal_ms(step, model, updates_per_draw, floor, short=SHORT, long=LONG, pairs=PAIRS):
+    """Milliseconds per update past a run's fixed costs (two runs, their difference), the
+    floor measured around them (``floor()``, before and after) and their ratio: the medians
+    over ``pairs`` such pairs, as the machine's speed drifts within minutes (one pair's
+    ratio varied by a third between runs of this script); and the last longer run's draws.
+    """
+    per_update, floors, ratios = [], [], []
+    for _ in range(pairs):
+        seconds, before = {}, floor()
+        for draws in (short, long):
+            started = time.perf_counter()
+            idata = pm.sample(step=step, draws=draws, tune=0, chains=1, progressbar=False,
+                              random_seed=1, model=model, compute_convergence_checks=False)
+            seconds[draws] = time.perf_counter() - started
+        per_update.append(1e3 * (seconds[long] - seconds[short]) / ((long - short)
+                                                                   * updates_per_draw))
+        floors.append(0.5 * (before + floor()))
+        ratios.append(per_update[-1] / floors[-1])
+    return float(np.median(per_update)), float(np.median(floors)), float(np.median(ratios)), idata
+
+
+def interaction_ms(method, theta, rng):
+    """Median milliseconds of the particles' interaction in a step of ``method`` at its
+    defaults (joint kernel, median bandwidth): the pairs' distances, the bandwidth and the
+    velocity from given gradients; the step's other work is the gradients and O(M d) passes."""
+    previous = theta + 0.01 * rng.standard_normal(theta.shape)
+    grads = rng.standard_normal(theta.shape)
+    gamma = wasserstein_weight_default(method, len(theta))
+
+    def interaction():
+        sq_dists = velocities.squared_distances(theta, theta)
+        bandwidth = velocities.median_bandwidth(sq_dists)
+        if method == "svgd":
+            return velocities.svgd_velocity(theta, grads, bandwidth, sq_dists)
+        if method == "wsgld_blob":
+            return velocities.blob_velocity(theta, grads, bandwidth, sq_dists)
+        if method == "wsgld":
+            return velocities.wasserstein_velocity(theta, previous, grads, bandwidth, gamma)
+        return velocities.pisgld_velocity(theta, previous, grads, bandwidth, bandwidth, gamma,
+                                          sq_dists)  # fmt: skip
+
+    return median_ms(interaction, repeats=20)
 
 
 def noise_ratios(minibatch_model, fit, points, seed=0):
@@ -136,9 +174,10 @@ def main(argv=None):
                 step = getattr(pmm, name)(batch_size=BATCH)
         setup = time.perf_counter() - started
         per_draw = UPDATES_PER_DRAW if name in SG_PRESETS else step.steps_per_draw
-        before = measure_floor()  # the machine's speed drifts: the floor beside each run
-        update, idata = marginal_ms(step, model, per_draw)
-        local_floor = 0.5 * (before + measure_floor())
+        lengths = (SHORT, LONG) if name in SG_PRESETS else (1, 3)  # MINT: 600 steps a draw
+        # the machine's speed drifts: the floor beside each pair of runs
+        update, local_floor, over_floor, idata = marginal_ms(step, model, per_draw,
+                                                             measure_floor, *lengths)
         if ratios is None:  # at the last draws of the first chain (SGLD's)
             points = [mm.theta_from_point({name: idata.posterior[name].values[0, draw]
                                            for name in mm.var_names})
@@ -149,9 +188,10 @@ def main(argv=None):
                   f"{ratios['control_variates']:.0f}")  # fmt: skip
         samplers.append({"sampler": name, "repr": repr(step), "setup_seconds": setup,
                          "update_ms": update, "floor_ms": local_floor,
-                         "update_over_floor": update / local_floor})  # fmt: skip
-        print(f"  {name:<7} {update:7.3f} ms per update = {update / local_floor:.2f} x the "
-              f"floor of {local_floor:.3f} ms (setup {setup:.1f} s) {step!r}")  # fmt: skip
+                         "update_over_floor": over_floor})  # fmt: skip
+        print(f"  {name:<7} {update:7.3f} ms per update = {over_floor:.2f} x the floor of "
+              f"{local_floor:.3f} ms (medians of {PAIRS} pairs of runs; setup {setup:.1f} s) "
+              f"{step!r}")  # fmt: skip
     thetas = fit.bulk_draws(rng, PARTICLES)
     particle_gradients = {
         "vectorised": median_ms(lambda: mm.grad_estimate_particles(
@@ -171,11 +211,17 @@ def main(argv=None):
             seconds[n_steps] = idata.posterior.attrs["sampling_time"]
         step_ms = 1e3 * (seconds[120] - seconds[20]) / 100
         local_floor = 0.5 * (before + measure_floor())
+        interaction = interaction_ms(method, thetas, rng)
+        rest = (step_ms - interaction) / (PARTICLES * local_floor)
         particles.append({"method": method, "n_particles": idata.posterior.attrs["n_particles"],
                           "step_ms": step_ms, "floor_ms": local_floor,
-                          "step_over_floor": step_ms / (PARTICLES * local_floor)})  # fmt: skip
+                          "step_over_floor": step_ms / (PARTICLES * local_floor),
+                          "interaction_ms": interaction,
+                          "rest_over_floor": rest})  # fmt: skip
         print(f"  {method:<10} {step_ms:7.1f} ms per step = "
-              f"{step_ms / (PARTICLES * local_floor):.2f} x {PARTICLES} gradients")  # fmt: skip
+              f"{step_ms / (PARTICLES * local_floor):.2f} x {PARTICLES} gradients; the "
+              f"interaction {interaction:.1f} ms, the rest {rest:.2f} x {PARTICLES} "
+              f"gradients")  # fmt: skip
     # w-SGLD at SGLD's step size 0.2 / (1 + r): the step at which it left floating point
     sgld_step = 0.2 / (N_ROWS / BATCH)
     try:

@@ -27,8 +27,9 @@ import numpy as np
 from pymc_minibatch.kernels.kinetics import GaussianKinetics
 from pymc_minibatch.kernels.noise import COMPILED_MIN_SIZE, standard_normal
 
-#: How each loop evaluates the kinetics: no momentum (SGLD), Gaussian, monomial a = 1, a = 2.
-NO_MOMENTUM, GAUSSIAN, MONOMIAL_1, MONOMIAL_2 = 0, 1, 2, 3
+#: How each loop evaluates the kinetics: Gaussian, monomial a = 1, a = 2 (SGLD, without
+#: momentum, has a loop of its own).
+GAUSSIAN, MONOMIAL_1, MONOMIAL_2 = 1, 2, 3
 
 
 def applies(config, size, rng) -> bool:
