@@ -263,7 +263,7 @@ class SGMCMC(MinibatchStep):
         self.chain = None
         self.check_state = None if self.answer_check is None else self.answer_check.start()
 
-    def _repr_arguments(self):
+    def repr_arguments(self):
         """The ``name=value`` strings of the choices ``repr`` shows (the defaults that depend
         on the model included), in order."""
         precondition = self.precondition
@@ -273,7 +273,7 @@ class SGMCMC(MinibatchStep):
                 f"precondition={precondition}", f"updates_per_draw={self.updates_per_draw}"]
 
     def __repr__(self):
-        return f"{type(self).__name__}({', '.join(self._repr_arguments())})"
+        return f"{type(self).__name__}({', '.join(self.repr_arguments())})"
 
     def astep(self, q0: RaveledVars):
         theta = q0.data

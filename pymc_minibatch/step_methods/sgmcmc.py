@@ -273,8 +273,8 @@ class SGMGT(SGMCMC):
     def default_step_size(self, noise_ratio):
         return thermostat_step_size(noise_ratio)
 
-    def _repr_arguments(self):
-        batch_size, *rest = super()._repr_arguments()
+    def repr_arguments(self):
+        batch_size, *rest = super().repr_arguments()
         return [batch_size, f"a={self.a}", *rest]  # the kinetics, the preset's main choice
 
 
