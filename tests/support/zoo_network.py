@@ -38,8 +38,6 @@ from tests.support.mcse import ess, mcse_mean, mcse_sd
 from tests.support.zoo import ZooModel
 from tests.support.zoo_samplers import (
     EXACT,
-    EXACT_LENGTH,
-    FULL_MH_LENGTH,
     MONOMIAL_GAMMA_LENGTH,
     PARTICLES,
     REFUSALS,
@@ -48,6 +46,7 @@ from tests.support.zoo_samplers import (
     TEMPERED_BIAS,
     Cell,
     logged_checks,
+    sample_cell,
 )
 
 #: Rows of the network's likelihood.
@@ -213,7 +212,8 @@ def run_network_cell(sampler, random_seed=1):
         with logged_checks() as messages, model, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore")
             warnings.simplefilter("always", pmm.AnswerCheckWarning)
-            idata = _sample(sampler, random_seed)
+            idata = sample_cell(sampler, random_seed, mint_batch_size=BATCH_SIZE,
+                                sg_batch_size=BATCH_SIZE, sg_length=SG_NETWORK_LENGTH)
     except REFUSALS as err:
         return Cell(sampler, NETWORK.name, "refused", time.perf_counter() - started,
                     f"{type(err).__name__}: {err}")  # fmt: skip
@@ -231,25 +231,6 @@ def run_network_cell(sampler, random_seed=1):
     cell.seconds = time.perf_counter() - started
     cell.answer_check = " ".join(messages + [str(w.message) for w in caught])
     return cell
-
-
-def _sample(sampler, random_seed):
-    common = {"chains": 2, "cores": 1, "random_seed": random_seed, "progressbar": False,
-              "compute_convergence_checks": False}  # fmt: skip
-    if sampler in EXACT:
-        draws, tune = FULL_MH_LENGTH if sampler == "FullMH" else EXACT_LENGTH
-        return pm.sample(step=EXACT[sampler](), draws=draws, tune=tune, **common)
-    if sampler == "MINT":
-        draws, tune = EXACT_LENGTH
-        return pm.sample(step=pmm.MINT(batch_size=BATCH_SIZE), draws=draws, tune=tune, **common)
-    if sampler == "CMINT":
-        step = pmm.CMINT(batch_size=BATCH_SIZE)
-        return pm.sample(step=step, draws=step.schedule_draws, tune=EXACT_LENGTH[1], **common)
-    if sampler in STOCHASTIC_GRADIENT:
-        draws, tune = SG_NETWORK_LENGTH
-        step = STOCHASTIC_GRADIENT[sampler](batch_size=BATCH_SIZE)
-        return pm.sample(step=step, draws=draws, tune=tune, **common)
-    return pmm.sample_particles(PARTICLES[sampler], random_seed=random_seed, progressbar=False)
 
 
 def monte_carlo_error(values, sampler):

@@ -116,7 +116,7 @@ def run_cell(sampler, model_name, random_seed=1):
         with logged_checks() as messages, model, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore")
             warnings.simplefilter("always", pmm.AnswerCheckWarning)
-            idata = _sample(sampler, model, random_seed)
+            idata = sample_cell(sampler, random_seed)
     except REFUSALS as err:
         return Cell(sampler, model_name, "refused", time.perf_counter() - started,
                     f"{type(err).__name__}: {err}")  # fmt: skip
@@ -155,7 +155,12 @@ class CheckMessages(logging.Handler):
             self.messages.append(message)
 
 
-def _sample(sampler, model, random_seed):
+def sample_cell(sampler, random_seed, *, mint_batch_size=BATCH_SIZE,
+                sg_batch_size=SG_BATCH_SIZE, sg_length=None):  # fmt: skip
+    """Run ``sampler`` at its defaults on the model of the context, as a zoo cell does: two
+    chains of the zoo's lengths (``sg_length``, if given, for every SG-MCMC preset), MINT
+    and CMINT with ``mint_batch_size`` rows per batch and the presets with
+    ``sg_batch_size``; the particles with ``pmm.sample_particles``'s defaults."""
     common = {"chains": 2, "cores": 1, "random_seed": random_seed, "progressbar": False,
               "compute_convergence_checks": False}  # fmt: skip
     if sampler in EXACT:
@@ -163,13 +168,16 @@ def _sample(sampler, model, random_seed):
         return pm.sample(step=EXACT[sampler](), draws=draws, tune=tune, **common)
     if sampler == "MINT":
         draws, tune = EXACT_LENGTH
-        return pm.sample(step=pmm.MINT(batch_size=BATCH_SIZE), draws=draws, tune=tune, **common)
+        step = pmm.MINT(batch_size=mint_batch_size)
+        return pm.sample(step=step, draws=draws, tune=tune, **common)
     if sampler == "CMINT":
-        step = pmm.CMINT(batch_size=BATCH_SIZE)
+        step = pmm.CMINT(batch_size=mint_batch_size)
         return pm.sample(step=step, draws=step.schedule_draws, tune=EXACT_LENGTH[1], **common)
     if sampler in STOCHASTIC_GRADIENT:
-        draws, tune = MONOMIAL_GAMMA_LENGTH if sampler in ("SGMGT", "SGMGTD") else SG_LENGTH
-        step = STOCHASTIC_GRADIENT[sampler](batch_size=SG_BATCH_SIZE)
+        if sg_length is None:
+            sg_length = MONOMIAL_GAMMA_LENGTH if sampler in ("SGMGT", "SGMGTD") else SG_LENGTH
+        draws, tune = sg_length
+        step = STOCHASTIC_GRADIENT[sampler](batch_size=sg_batch_size)
         return pm.sample(step=step, draws=draws, tune=tune, **common)
     return pmm.sample_particles(PARTICLES[sampler], random_seed=random_seed, progressbar=False)
 
