@@ -230,7 +230,8 @@ def main(argv=None):
         diverged_at = None
     except pmm.SamplerDivergenceError as error:
         diverged_at = int(str(error).split("diverged at step ")[1].split(":")[0])
-    print(f"  wsgld at SGLD's step {sgld_step:.3g}: diverged at step {diverged_at}")
+    outcome = "did not diverge" if diverged_at is None else f"diverged at step {diverged_at}"
+    print(f"  wsgld at SGLD's step {sgld_step:.3g}: {outcome} in 120 steps")
     write_results(args.json, {
         "environment": environment(),
         "network": {"shape": [x.shape[1], *HIDDEN, 10], "activation": "relu",
