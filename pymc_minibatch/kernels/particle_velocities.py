@@ -330,21 +330,16 @@ def _wasserstein_weights(theta, previous, lam):
     return (sq_dists / lam - 1.0) * np.exp(-sq_dists / lam)
 
 
-def wasserstein_term(theta, previous, lam):
-    """The entropy-regularised W2 term of paper eq. (21), without its weight ``gamma``.
+def wasserstein_velocity(theta, previous, grads, lam, gamma):
+    """w-SGLD (paper eqs. 19 and 21): ``grad_i`` plus ``gamma`` times the
+    entropy-regularised W2 term of eq. (21).
 
-    ``sum_j (d_ij / lam - 1) exp(-d_ij / lam) (previous_j - theta_i)`` with
+    The term is ``sum_j (d_ij / lam - 1) exp(-d_ij / lam) (previous_j - theta_i)`` with
     ``d_ij = |theta_i - previous_j|^2`` to the particles of the previous iterate (the
     paper's fixed ``gamma`` replaces the Sinkhorn scalings ``u_i v_j``). A particle is
     pulled towards previous particles farther than ``sqrt(lam)`` and pushed away from nearer
     ones (its own previous position among them, which acts as momentum).
     """
-    weights = _wasserstein_weights(theta, previous, lam)
-    return _combination(((weights, previous),), base=-weights.sum(axis=1)[:, None] * theta)
-
-
-def wasserstein_velocity(theta, previous, grads, lam, gamma):
-    """w-SGLD (paper eqs. 19 and 21): ``grad_i + gamma * wasserstein_term``."""
     weights = gamma * _wasserstein_weights(theta, previous, lam)
     # the diagonal term elementwise: as a matrix product it would cost as much as the other
     return _combination(((weights, previous),), base=grads - weights.sum(axis=1)[:, None] * theta)
